@@ -1,0 +1,718 @@
+//! The report: medians per (scenario, server), ratios, peak RSS, the Markdown table, the JSON
+//! document and the PNG chart.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use oncerpc_bench::median;
+use serde::Serialize;
+
+use crate::procs::Machine;
+use crate::{RunArgs, RunRecord};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta {
+    pub generated: String,
+    pub command: String,
+    pub machine: Machine,
+    pub oncerpc_git: String,
+    pub rustc: String,
+    pub wrk: String,
+    pub jsonrpsee: String,
+    pub hyper: String,
+    pub settings: RunArgs,
+    /// Prefix of every idempotency key (and Redis namespace) of this run.
+    pub nonce: String,
+    pub wall_time_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcInfo {
+    pub name: String,
+    pub serves: String,
+    pub command: String,
+    /// `VmHWM` at the end of the run, MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// One (scenario, server): medians over the repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    pub title: String,
+    pub shared: bool,
+    pub server: String,
+    pub reps: usize,
+    pub req_per_s: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub req_per_s_each: Vec<f64>,
+    pub non_2xx: u64,
+    pub socket_errors: u64,
+    /// Check requests (before the measured runs) and how many were answered wrongly.
+    pub check_requests: usize,
+    pub wrong_answers: usize,
+    /// Runs whose after-run cross-check passed / was done.
+    pub verified_runs: usize,
+    pub verifiable_runs: usize,
+    pub server_cpu: f64,
+    pub wrk_cpu: f64,
+    pub other_cpu: f64,
+    /// Median over the repetitions of this row's req/s ÷ oncerpc's single-call req/s at the
+    /// same connection count in the same repetition (commands and flows).
+    pub commands_per_query: Option<f64>,
+    pub compilers_seen: bool,
+}
+
+impl Row {
+    pub fn errors(&self) -> u64 {
+        self.non_2xx + self.socket_errors + self.wrong_answers as u64
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Ratio {
+    pub scenario: String,
+    pub title: String,
+    pub oncerpc_per_jsonrpsee: Option<f64>,
+    pub oncerpc_per_floor: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub meta: Meta,
+    pub rows: Vec<Row>,
+    pub ratios: Vec<Ratio>,
+    pub processes: Vec<ProcInfo>,
+    pub skipped: Vec<String>,
+    pub notes: Vec<String>,
+    /// Every answer that was wrong and every failed check, with the request and the response.
+    pub problems: Vec<String>,
+    pub clean: bool,
+    pub runs: Vec<RunRecord>,
+}
+
+fn server_rank(s: &str) -> usize {
+    match s {
+        "oncerpc" => 0,
+        "jsonrpsee" => 1,
+        "floor" => 2,
+        _ => 3,
+    }
+}
+
+pub fn build(
+    meta: Meta,
+    runs: &[RunRecord],
+    processes: Vec<ProcInfo>,
+    skipped: Vec<String>,
+    notes: Vec<String>,
+) -> Report {
+    // (scenario, server) in order of first appearance; servers in a fixed order.
+    let mut keys: Vec<(usize, String, String)> = Vec::new();
+    let mut scenario_order: Vec<String> = Vec::new();
+    for r in runs {
+        if !scenario_order.contains(&r.scenario) {
+            scenario_order.push(r.scenario.clone());
+        }
+        if !keys.iter().any(|(_, s, v)| *s == r.scenario && *v == r.server) {
+            let pos = scenario_order.iter().position(|s| *s == r.scenario).unwrap_or(0);
+            keys.push((pos, r.scenario.clone(), r.server.clone()));
+        }
+    }
+    keys.sort_by_key(|(pos, _, server)| (*pos, server_rank(server)));
+    let baseline = format!("single-c{}", meta.settings.connections);
+    let query_rps = |rep: u32| {
+        runs.iter()
+            .find(|r| {
+                r.rep == rep && r.scenario == baseline && r.server == "oncerpc" && r.wrk_error.is_none()
+            })
+            .map(|r| r.wrk.req_per_s)
+    };
+    let rows: Vec<Row> = keys
+        .iter()
+        .map(|(_, scenario, server)| {
+            let rs: Vec<&RunRecord> =
+                runs.iter().filter(|r| r.scenario == *scenario && r.server == *server).collect();
+            let ok: Vec<&&RunRecord> = rs.iter().filter(|r| r.wrk_error.is_none()).collect();
+            let col = |f: &dyn Fn(&RunRecord) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
+            let shared = scenario.starts_with("single-") || scenario.starts_with("batch");
+            let commands_per_query = (!shared).then(|| {
+                median(
+                    &ok.iter()
+                        .filter_map(|r| query_rps(r.rep).filter(|q| *q > 0.0).map(|q| r.wrk.req_per_s / q))
+                        .collect::<Vec<_>>(),
+                )
+            });
+            Row {
+                scenario: scenario.clone(),
+                title: rs.first().map(|r| r.title.clone()).unwrap_or_default(),
+                shared,
+                server: server.clone(),
+                reps: ok.len(),
+                req_per_s: col(&|r| r.wrk.req_per_s),
+                p50_ms: col(&|r| r.wrk.p50_ms),
+                p99_ms: col(&|r| r.wrk.p99_ms),
+                req_per_s_each: rs.iter().map(|r| r.wrk.req_per_s).collect(),
+                non_2xx: rs.iter().map(|r| r.wrk.non_2xx).sum(),
+                socket_errors: rs.iter().map(|r| r.wrk.socket_errors()).sum(),
+                check_requests: rs.iter().map(|r| r.check_requests).sum(),
+                wrong_answers: rs.iter().map(|r| r.check_failures.len()).sum(),
+                verified_runs: rs.iter().filter(|r| r.verified == Some(true)).count(),
+                verifiable_runs: rs.iter().filter(|r| r.verified.is_some()).count(),
+                server_cpu: col(&|r| r.server_cpu + r.upstream_cpu.unwrap_or(0.0)),
+                wrk_cpu: col(&|r| r.wrk_cpu),
+                other_cpu: col(&|r| r.other_cpu),
+                commands_per_query: commands_per_query.filter(|x| !x.is_nan()),
+                compilers_seen: rs.iter().any(|r| r.compilers_seen),
+            }
+        })
+        .collect();
+    let rps = |scenario: &str, server: &str| {
+        rows.iter()
+            .find(|r| r.scenario == scenario && r.server == server)
+            .map(|r| r.req_per_s)
+            .filter(|x| !x.is_nan() && *x > 0.0)
+    };
+    let ratios = rows
+        .iter()
+        .filter(|r| r.shared && r.server == "oncerpc")
+        .map(|r| Ratio {
+            scenario: r.scenario.clone(),
+            title: r.title.clone(),
+            oncerpc_per_jsonrpsee: rps(&r.scenario, "jsonrpsee").map(|j| r.req_per_s / j),
+            oncerpc_per_floor: rps(&r.scenario, "floor").map(|f| r.req_per_s / f),
+        })
+        .filter(|r| r.oncerpc_per_jsonrpsee.is_some() || r.oncerpc_per_floor.is_some())
+        .collect();
+    let mut problems = Vec::new();
+    for r in runs {
+        let at = format!("rep {} {} → {}", r.rep, r.scenario, r.server);
+        if let Some(e) = &r.wrk_error {
+            problems.push(format!("{at}: wrk: {e}"));
+        }
+        if r.wrk.non_2xx > 0 {
+            problems.push(format!("{at}: {} answers with HTTP status ≥ 400 (wrk)", r.wrk.non_2xx));
+        }
+        if r.wrk.socket_errors() > 0 {
+            problems.push(format!(
+                "{at}: socket errors (wrk): connect {}, read {}, write {}, timeout {}",
+                r.wrk.connect_errors, r.wrk.read_errors, r.wrk.write_errors, r.wrk.timeouts
+            ));
+        }
+        for f in &r.check_failures {
+            let mut resp = f.response.clone();
+            if resp.len() > 600 {
+                let mut cut = 600;
+                while !resp.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                resp.truncate(cut);
+                resp.push('…');
+            }
+            problems.push(format!(
+                "{at}: wrong answer ({}): request `{}` → HTTP {} X-Idempotency-Status {:?} `{resp}`",
+                f.why,
+                f.request,
+                f.status.map_or("-".into(), |s| s.to_string()),
+                f.idempotency_status
+            ));
+        }
+        if r.verified == Some(false) {
+            problems.push(format!("{at}: counters do not match: {}", r.verification));
+        }
+    }
+    let clean = problems.is_empty() && runs.iter().all(RunRecord::clean);
+    let mut notes = notes;
+    let unrecorded: u64 = runs.iter().map(|r| r.unrecorded_executions).sum();
+    if unrecorded > 0 {
+        let runs_with = runs.iter().filter(|r| r.unrecorded_executions > 0).count();
+        notes.push(format!(
+            "{unrecorded} executions in {runs_with} new-key runs were requests still in flight when wrk stopped \
+             and closed its connections: they ran once and their outcome was stored (the demo counter / \
+             upstream moved), but they are missing from oncerpc_idempotency_total and \
+             oncerpc_requests_total (and from the access log): a request whose client disconnects is \
+             finished but not counted"
+        ));
+    }
+    Report { meta, rows, ratios, processes, skipped, notes, problems, clean, runs: runs.to_vec() }
+}
+
+/// `12345.6` → `12,346`.
+fn thousands(x: f64) -> String {
+    if x.is_nan() {
+        return "–".into();
+    }
+    let s = format!("{:.0}", x);
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+fn ms(x: f64) -> String {
+    if x.is_nan() { "–".into() } else { format!("{x:.3}") }
+}
+
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("–".into(), |x| format!("{x:.2}"))
+}
+
+fn checks(r: &Row) -> String {
+    let before = format!("{}/{}", r.check_requests - r.wrong_answers, r.check_requests);
+    if r.verifiable_runs == 0 {
+        format!("{before} answers")
+    } else {
+        format!("{before} answers, counters {}/{} runs", r.verified_runs, r.verifiable_runs)
+    }
+}
+
+pub fn markdown(rep: &Report) -> String {
+    let m = &rep.meta;
+    let s = &m.settings;
+    let mut o = String::new();
+    let w = &mut o;
+    let _ = writeln!(w, "# oncerpc load benchmark: latest run\n");
+    let _ = writeln!(
+        w,
+        "- **When / how**: {}; `{}`; wall time {:.0} min {:.0} s.",
+        m.generated,
+        m.command,
+        (m.wall_time_s / 60.0).floor(),
+        m.wall_time_s % 60.0
+    );
+    let _ = writeln!(
+        w,
+        "- **Machine**: {}, {} CPUs, {:.1} GiB RAM, Linux {}. Every server, the upstream and wrk share these CPUs.",
+        m.machine.cpu_model, m.machine.cpus, m.machine.memory_gib, m.machine.kernel
+    );
+    let _ = writeln!(
+        w,
+        "- **Software**: oncerpc {} (release build), jsonrpsee {}, hyper {} (floor), {}, {}.",
+        m.oncerpc_git, m.jsonrpsee, m.hyper, m.rustc, m.wrk
+    );
+    let _ = writeln!(
+        w,
+        "- **Method**: every (server, scenario) ran {} × {} s (after {} s of unmeasured warm-up each); \
+         the servers of a scenario take turns within each repetition (order rotated every repetition); \
+         the tables show the **median** of the repetitions (req/s, p50 and p99 each on its own). \
+         wrk `-t{} -c{}` (`-t1 -c1` for one connection); every server is its own process on tokio's \
+         default multi-thread runtime.",
+        s.reps, s.duration, s.warmup, s.threads, s.connections
+    );
+    let _ = writeln!(
+        w,
+        "- **oncerpc** runs `oncerpc serve --log-level warn` (its per-request access log lines are `info`: \
+         at `info` they would be written for every request); memory stores are `{}` (the default \
+         `memory://` holds 100,000 live records and refuses new keys beyond that, by design).",
+        s.memory_url
+    );
+    let _ = writeln!(
+        w,
+        "- **Checks**: before each measured run {} requests are sent and judged (status, body, \
+         `X-Idempotency-Status`, stored answers byte for byte); after it oncerpc's `/metrics` and the \
+         side effect (demo counter, upstream calls) must have moved by what wrk counted. Errors = \
+         wrk's non-2xx + socket errors + wrong answers. CPU: cores used during the measured run (CPU \
+         time ÷ wall time; median) by the server, by wrk, and by everything else. †: a compiler was \
+         running during a run of the row.\n",
+        crate::CHECK_REQUESTS
+    );
+
+    let shared: Vec<&Row> = rep.rows.iter().filter(|r| r.shared).collect();
+    if !shared.is_empty() {
+        let _ = writeln!(w, "## Same requests, three servers\n");
+        let _ = writeln!(
+            w,
+            "| scenario | server | req/s | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
+        );
+        let _ = writeln!(w, "|---|---|--:|--:|--:|--:|---|---|---|");
+        let mut last = String::new();
+        for r in &shared {
+            let title = if r.scenario == last { String::new() } else { r.title.clone() };
+            last = r.scenario.clone();
+            let _ = writeln!(
+                w,
+                "| {title} | {}{} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+                r.server,
+                if r.compilers_seen { " †" } else { "" },
+                thousands(r.req_per_s),
+                ms(r.p50_ms),
+                ms(r.p99_ms),
+                r.errors(),
+                r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
+                r.server_cpu,
+                r.wrk_cpu,
+                r.other_cpu,
+                checks(r)
+            );
+        }
+        if !rep.ratios.is_empty() {
+            let _ = writeln!(w, "\n| scenario | oncerpc / jsonrpsee | oncerpc / floor |");
+            let _ = writeln!(w, "|---|--:|--:|");
+            for r in &rep.ratios {
+                let _ = writeln!(
+                    w,
+                    "| {} | {} | {} |",
+                    r.title,
+                    ratio(r.oncerpc_per_jsonrpsee),
+                    ratio(r.oncerpc_per_floor)
+                );
+            }
+            let _ = writeln!(
+                w,
+                "\nRatios of the median req/s. Methods: oncerpc's demo `sum` with params `[1,2]`, \
+                 jsonrpsee's `add` `[1,2]` (the same work); the floor is sent jsonrpsee's bodies and \
+                 answers a fixed `{{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}}` (or the fixed 50-answer \
+                 array) after parsing the body. For the batch, req/s counts HTTP requests of 50 calls \
+                 each (calls/s = 50 × req/s)."
+            );
+        }
+        let _ = writeln!(w);
+    }
+
+    let own: Vec<&Row> = rep.rows.iter().filter(|r| !r.shared).collect();
+    if !own.is_empty() {
+        let _ = writeln!(
+            w,
+            "## Idempotent commands and the sync flow (oncerpc only, {} connections)\n",
+            s.connections
+        );
+        let _ = writeln!(
+            w,
+            "| scenario | req/s | p50 ms | p99 ms | errors | commands / queries | req/s per repetition | CPU cores server / wrk / other | checks |"
+        );
+        let _ = writeln!(w, "|---|--:|--:|--:|--:|--:|---|---|---|");
+        for r in &own {
+            let _ = writeln!(
+                w,
+                "| {}{} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+                r.title,
+                if r.compilers_seen { " †" } else { "" },
+                thousands(r.req_per_s),
+                ms(r.p50_ms),
+                ms(r.p99_ms),
+                r.errors(),
+                ratio(r.commands_per_query),
+                r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
+                r.server_cpu,
+                r.wrk_cpu,
+                r.other_cpu,
+                checks(r)
+            );
+        }
+        let _ = writeln!(
+            w,
+            "\ncommands / queries: the row's req/s ÷ oncerpc's single-call query (`sum` [1,2], {} \
+             connections) req/s in the same repetition; median over the repetitions. Duplicates \
+             cycle through {} keys created before the runs. The sync flow's server CPU \
+             includes its upstream's; \"other\" is the rest of the machine during the run (for Redis \
+             and PostgreSQL, mostly their servers).",
+            s.connections, s.dup_keys
+        );
+        let _ = writeln!(w);
+    }
+
+    let _ = writeln!(w, "## Peak memory (VmHWM of each process over the whole run)\n");
+    let _ = writeln!(w, "| process | serves | peak RSS MiB |");
+    let _ = writeln!(w, "|---|---|--:|");
+    for p in &rep.processes {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} |",
+            p.name,
+            p.serves,
+            p.peak_rss_mib.map_or("–".into(), |m| format!("{m:.1}"))
+        );
+    }
+    let _ = writeln!(w);
+
+    if !rep.skipped.is_empty() {
+        let _ = writeln!(w, "## Skipped\n");
+        for s in &rep.skipped {
+            let _ = writeln!(w, "- {s}");
+        }
+        let _ = writeln!(w);
+    }
+    let _ = writeln!(w, "## Errors\n");
+    if rep.problems.is_empty() {
+        let _ = writeln!(w, "None: every answer checked was right and every counter matched.");
+    } else {
+        for p in &rep.problems {
+            let _ = writeln!(w, "- {p}");
+        }
+    }
+    if !rep.notes.is_empty() {
+        let _ = writeln!(w, "\n## Notes\n");
+        for n in &rep.notes {
+            let _ = writeln!(w, "- {n}");
+        }
+    }
+    o
+}
+
+/// Register the chart's font (DejaVu Sans by default, installing fonts-dejavu-core when
+/// missing); `false` when there is none, and the chart is drawn without text.
+pub fn load_font(explicit: Option<&Path>) -> bool {
+    const DEFAULT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+    let path: PathBuf = explicit.map_or_else(|| PathBuf::from(DEFAULT), Path::to_path_buf);
+    if explicit.is_none()
+        && !path.is_file()
+        && let Err(e) = crate::procs::apt_install("fonts-dejavu-core")
+    {
+        eprintln!("warning: no font for the chart ({e}); drawing it without text");
+    }
+    let Ok(bytes) = std::fs::read(&path) else {
+        eprintln!("warning: cannot read the font {}; the chart has no text", path.display());
+        return false;
+    };
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes).is_ok()
+}
+
+const ONCERPC: (u8, u8, u8) = (31, 119, 180);
+const JSONRPSEE: (u8, u8, u8) = (255, 127, 14);
+const FLOOR: (u8, u8, u8) = (127, 127, 127);
+const NEW: (u8, u8, u8) = (44, 160, 44);
+const DUP: (u8, u8, u8) = (148, 103, 189);
+
+struct Group {
+    label: String,
+    bars: Vec<(f64, (u8, u8, u8))>,
+}
+
+/// The PNG: req/s per shared scenario for the three servers, and oncerpc's command scenarios
+/// with the query baseline.
+pub fn chart(rep: &Report, path: &Path, text: bool) -> Result<(), String> {
+    use plotters::prelude::*;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    let root = BitMapBackend::new(path, (1400, 620)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let rps = |scenario: &str, server: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.scenario == scenario && r.server == server)
+            .map_or(0.0, |r| if r.req_per_s.is_nan() { 0.0 } else { r.req_per_s })
+    };
+    let mut shared = Vec::new();
+    for r in rep.rows.iter().filter(|r| r.shared && r.server == "oncerpc") {
+        shared.push(Group {
+            label: r.title.clone(),
+            bars: vec![
+                (rps(&r.scenario, "oncerpc"), ONCERPC),
+                (rps(&r.scenario, "jsonrpsee"), JSONRPSEE),
+                (rps(&r.scenario, "floor"), FLOOR),
+            ],
+        });
+    }
+    let mut own: Vec<Group> = Vec::new();
+    for r in rep.rows.iter().filter(|r| !r.shared) {
+        let label = if r.scenario.starts_with("flow") {
+            "sync flow".to_owned()
+        } else {
+            match r.server.trim_start_matches("oncerpc (").trim_end_matches(')') {
+                "sqlite" => "SQLite".to_owned(),
+                "redis" => "Redis".to_owned(),
+                "postgres" => "PostgreSQL".to_owned(),
+                other => other.to_owned(),
+            }
+        };
+        let color = if r.scenario.contains("dup") { DUP } else { NEW };
+        match own.iter_mut().find(|g| g.label == label) {
+            Some(g) => g.bars.push((r.req_per_s, color)),
+            None => own.push(Group { label, bars: vec![(r.req_per_s, color)] }),
+        }
+    }
+    let baseline = rps(&format!("single-c{}", rep.meta.settings.connections), "oncerpc");
+    let (left, right) = root.split_horizontally(if own.is_empty() { 1400 } else { 760 });
+    let s = &rep.meta.settings;
+    panel(
+        &left,
+        &format!("req/s, same requests (median of {} × {} s)", s.reps, s.duration),
+        &shared,
+        &[("oncerpc", ONCERPC), ("jsonrpsee", JSONRPSEE), ("floor (bare hyper)", FLOOR)],
+        None,
+        text,
+    )?;
+    if !own.is_empty() {
+        panel(
+            &right,
+            &format!("oncerpc commands, req/s ({} connections)", s.connections),
+            &own,
+            &[("new key", NEW), ("duplicate key", DUP), ("query `sum`", ONCERPC)],
+            Some(baseline),
+            text,
+        )?;
+    }
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn nice_step(max: f64) -> f64 {
+    let raw = (max / 5.0).max(1.0);
+    let p = 10f64.powf(raw.log10().floor());
+    let m = raw / p;
+    let k = if m <= 1.0 {
+        1.0
+    } else if m <= 2.0 {
+        2.0
+    } else if m <= 2.5 {
+        2.5
+    } else if m <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    k * p
+}
+
+fn short(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{:.0}k", x / 1000.0)
+    } else if x >= 1000.0 {
+        format!("{:.1}k", x / 1000.0)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn panel<DB: plotters::prelude::DrawingBackend>(
+    area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    groups: &[Group],
+    legend: &[(&str, (u8, u8, u8))],
+    baseline: Option<f64>,
+    text: bool,
+) -> Result<(), String> {
+    use plotters::prelude::*;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let (w, h) = area.dim_in_pixel();
+    let (w, h) = (w as i32, h as i32);
+    let (left, right, top, bottom) = (70, 20, 80, 70);
+    let plot_h = h - top - bottom;
+    let max = groups
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.0))
+        .chain(baseline)
+        .filter(|x| !x.is_nan())
+        .fold(0.0, f64::max);
+    let step = nice_step(max * 1.08);
+    let top_value = ((max * 1.08) / step).ceil().max(1.0) * step;
+    let y_of = |v: f64| top + plot_h - ((v / top_value) * plot_h as f64).round() as i32;
+    let font = |size: f64| ("sans-serif", size).into_font();
+    let grey = RGBColor(220, 220, 220);
+    let mut v = 0.0;
+    while v <= top_value + 0.5 {
+        let y = y_of(v);
+        area.draw(&PathElement::new(vec![(left, y), (w - right, y)], grey)).map_err(err)?;
+        if text {
+            let style = font(13.0).color(&BLACK).pos(Pos::new(HPos::Right, VPos::Center));
+            area.draw(&Text::new(short(v), (left - 6, y), style)).map_err(err)?;
+        }
+        v += step;
+    }
+    area.draw(&PathElement::new(vec![(left, top), (left, top + plot_h), (w - right, top + plot_h)], BLACK))
+        .map_err(err)?;
+    if text {
+        let style = font(18.0).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Top));
+        area.draw(&Text::new(title.to_owned(), (left, 10), style)).map_err(err)?;
+        let mut x = left;
+        for (name, (r, g, b)) in legend {
+            area.draw(&Rectangle::new([(x, 45), (x + 14, 59)], RGBColor(*r, *g, *b).filled()))
+                .map_err(err)?;
+            let style = font(14.0).color(&BLACK).pos(Pos::new(HPos::Left, VPos::Center));
+            area.draw(&Text::new((*name).to_owned(), (x + 20, 52), style)).map_err(err)?;
+            x += 40 + 8 * name.len() as i32;
+        }
+    }
+    if groups.is_empty() {
+        return Ok(());
+    }
+    let slot = (w - left - right) / groups.len() as i32;
+    for (gi, g) in groups.iter().enumerate() {
+        let x0 = left + gi as i32 * slot;
+        let n = g.bars.len().max(1) as i32;
+        let bar_w = ((slot - 30) / n).clamp(8, 90);
+        let start = x0 + (slot - bar_w * n) / 2;
+        for (bi, (value, (r, gg, b))) in g.bars.iter().enumerate() {
+            let value = if value.is_nan() { 0.0 } else { *value };
+            let bx = start + bi as i32 * bar_w;
+            let y = y_of(value);
+            area.draw(&Rectangle::new(
+                [(bx + 2, y), (bx + bar_w - 2, top + plot_h)],
+                RGBColor(*r, *gg, *b).filled(),
+            ))
+            .map_err(err)?;
+            if text {
+                let style = font(12.0).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Bottom));
+                area.draw(&Text::new(short(value), (bx + bar_w / 2, y - 3), style)).map_err(err)?;
+            }
+        }
+        if text {
+            // Group labels, wrapped on two lines at most.
+            let words: Vec<&str> = g.label.split(' ').collect();
+            let per_line = ((slot - 10) / 8).max(8) as usize;
+            let mut lines = vec![String::new()];
+            for word in words {
+                let cur = lines.last_mut().expect("one line");
+                if !cur.is_empty() && cur.len() + 1 + word.len() > per_line {
+                    lines.push(word.to_owned());
+                } else {
+                    if !cur.is_empty() {
+                        cur.push(' ');
+                    }
+                    cur.push_str(word);
+                }
+            }
+            for (li, line) in lines.iter().take(3).enumerate() {
+                let style = font(13.0).color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
+                area.draw(&Text::new(
+                    line.clone(),
+                    (x0 + slot / 2, top + plot_h + 8 + 17 * li as i32),
+                    style,
+                ))
+                .map_err(err)?;
+            }
+        }
+    }
+    if let Some(b) = baseline.filter(|b| *b > 0.0) {
+        let y = y_of(b);
+        let (r, g, bl) = ONCERPC;
+        let color = RGBColor(r, g, bl);
+        let mut x = left;
+        while x < w - right {
+            area.draw(&PathElement::new(vec![(x, y), ((x + 10).min(w - right), y)], color.stroke_width(2)))
+                .map_err(err)?;
+            x += 16;
+        }
+        if text {
+            let style = font(13.0).color(&color).pos(Pos::new(HPos::Right, VPos::Bottom));
+            area.draw(&Text::new(format!("query `sum` {}", short(b)), (w - right - 4, y - 3), style))
+                .map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_numbers() {
+        assert_eq!(thousands(1234567.4), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(f64::NAN), "–");
+        assert_eq!(short(42_397.0), "42k");
+        assert_eq!(short(4_239.0), "4.2k");
+        assert_eq!(nice_step(47_000.0), 10_000.0);
+        assert_eq!(nice_step(100.0), 20.0);
+    }
+}

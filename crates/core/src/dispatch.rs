@@ -1,0 +1,798 @@
+//! The dispatcher: one body in, one body (or nothing) out.
+//!
+//! body → [`oncerpc_protocol::parse`] → batch rules → for each entry: policy (DESIGN §2) →
+//! params schema → handler (deadline, panic guard) → response bytes, in request order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt};
+use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Outcome, RawValue, Request, RpcError};
+use tracing::Instrument;
+
+use crate::cache::DoneCache;
+use crate::idempotency::{self, IdempotencyConfig, Mode};
+use crate::memory::MemoryStore;
+use crate::method::{Context, IdempotencyStatus, Kind, Method};
+use crate::metrics::Metrics;
+use crate::openrpc;
+use crate::registry::Registry;
+use crate::store::{AcquireKind, Claim, ClaimRequest, RecordKey, Store, StoredOutcome};
+
+/// Batch rules (DESIGN §1, "Batches").
+#[derive(Debug, Clone)]
+pub struct BatchConfig {
+    pub enabled: bool,
+    pub max_size: usize,
+    /// How many entries of one batch may execute at the same time.
+    pub max_concurrency: usize,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig { enabled: true, max_size: 50, max_concurrency: 16 }
+    }
+}
+
+/// Dispatcher settings.
+#[derive(Debug, Clone, Default)]
+pub struct DispatcherConfig {
+    pub batch: BatchConfig,
+    pub idempotency: IdempotencyConfig,
+}
+
+/// Who is asking and what the transport said about idempotency, as established by the
+/// front door.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub tenant: Arc<str>,
+    /// A key from the transport (`X-Idempotency-Key` / `Idempotency-Key`).
+    pub idempotency_key: Option<Arc<str>>,
+    /// Force retry requested by the transport (`X-Force-Retry: true`).
+    pub force_retry: bool,
+    /// A correlation id given by the caller (flows door: `X-Correlation-Id`).
+    pub correlation_id: Option<Arc<str>>,
+    /// The flow step whose output is the result (flows door: `?return_step=`).
+    pub return_step: Option<Arc<str>>,
+}
+
+impl Default for RequestMeta {
+    fn default() -> Self {
+        RequestMeta {
+            tenant: Arc::from(DEFAULT_TENANT),
+            idempotency_key: None,
+            force_retry: false,
+            correlation_id: None,
+            return_step: None,
+        }
+    }
+}
+
+/// A request that passed validation, ready to execute.
+pub(crate) struct Prepared {
+    pub ctx: Context,
+    /// Set when the execution is guarded by an idempotency record.
+    pub keyed: Option<Keyed>,
+}
+
+/// A record this execution owns: its scope, its fencing token, the params' fingerprint.
+struct Claimed {
+    record_key: RecordKey,
+    token: u64,
+    fingerprint: String,
+}
+
+pub(crate) struct Keyed {
+    /// Generated for a keyless async call, not given by the client.
+    pub synthetic: bool,
+    pub key: Arc<str>,
+    pub fingerprint: String,
+    pub force_retry: bool,
+}
+
+/// The idempotency key and status of a single command, for response headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyInfo {
+    pub key: Arc<str>,
+    pub status: IdempotencyStatus,
+}
+
+/// One answered entry.
+struct Answer<'a> {
+    id: Option<Id<'a>>,
+    outcome: Outcome,
+    idempotency: Option<IdempotencyInfo>,
+}
+
+impl<'a> Answer<'a> {
+    fn plain(id: Option<Id<'a>>, outcome: Outcome) -> Self {
+        Answer { id, outcome, idempotency: None }
+    }
+}
+
+/// Commands of one batch that share a key execute once (DESIGN §1, "Batches"): the first
+/// entry runs, the others wait for its outcome.
+type BatchLocal = Mutex<HashMap<(Arc<str>, Arc<str>), Arc<tokio::sync::OnceCell<Shared>>>>;
+
+#[derive(Clone)]
+struct Shared {
+    fingerprint: String,
+    outcome: Outcome,
+    status: Option<IdempotencyStatus>,
+}
+
+/// The tenant of every request when no tenants are configured.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// What the front door sends back.
+#[derive(Debug)]
+pub struct Reply {
+    /// The response body; `None` when there is nothing to return (HTTP `204`).
+    pub body: Option<Vec<u8>>,
+    /// For `X-Correlation-Id`: a single request's id text, else a generated id.
+    pub correlation_id: Arc<str>,
+    /// A single command's idempotency key and status (not set for batches).
+    pub idempotency: Option<IdempotencyInfo>,
+}
+
+/// Answers JSON-RPC bodies against a [`Registry`].
+pub struct Dispatcher {
+    pub(crate) registry: Registry,
+    pub(crate) config: DispatcherConfig,
+    discover: Box<RawValue>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) metrics: Metrics,
+    /// Async events executing in this process (not to be resumed by its own scanner).
+    pub(crate) running_events: Mutex<std::collections::HashSet<String>>,
+    /// Succeeded records known to this process (`None` for the memory store).
+    done_cache: Option<Arc<DoneCache>>,
+}
+
+impl Dispatcher {
+    /// A dispatcher whose idempotency records live in a fresh [`MemoryStore`].
+    pub fn new(registry: Registry, config: DispatcherConfig) -> Self {
+        Self::with_store(registry, config, Arc::new(MemoryStore::default()))
+    }
+
+    /// A dispatcher over the given idempotency store.
+    pub fn with_store(registry: Registry, config: DispatcherConfig, store: Arc<dyn Store>) -> Self {
+        let doc = openrpc::document(&registry, "oncerpc", env!("CARGO_PKG_VERSION"));
+        let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
+        let done_cache = store.cache_successes().then(|| Arc::new(DoneCache::new(100_000)));
+        let metrics = Metrics::new();
+        for m in registry.iter() {
+            let _ = m.metrics.set(metrics.for_method(&m.name, m.spec.kind.as_str()));
+        }
+        Dispatcher {
+            registry,
+            config,
+            discover,
+            store,
+            metrics,
+            running_events: Mutex::new(Default::default()),
+            done_cache,
+        }
+    }
+
+    /// This dispatcher's Prometheus metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Call one method directly, as the flows door does (no JSON-RPC envelope): policy,
+    /// schema, idempotency, handler. Returns the outcome, the idempotency key and status,
+    /// and the correlation id used.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        meta: &RequestMeta,
+    ) -> (Outcome, Option<IdempotencyInfo>, Arc<str>) {
+        let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
+        let span = tracing::info_span!(
+            "call",
+            correlation_id = %cid,
+            method = %method,
+            kind = tracing::field::Empty,
+            tenant = %meta.tenant,
+            idempotency_status = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let run = async {
+            let Some(m) = self.registry.get(method) else {
+                let outcome = Outcome::Error(RpcError::method_not_found());
+                self.observe(None, &outcome, None, started.elapsed());
+                return (outcome, None);
+            };
+            tracing::Span::current().record("kind", m.spec.kind.as_str());
+            let (outcome, info) = self.execute(m, params, cid.clone(), meta, None, started).await;
+            self.observe(Some(m), &outcome, info.as_ref(), started.elapsed());
+            (outcome, info)
+        };
+        let (outcome, info) = run.instrument(span).await;
+        (outcome, info, cid)
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &DispatcherConfig {
+        &self.config
+    }
+
+    /// The OpenRPC document (`rpc.discover`, `GET /openrpc.json`).
+    pub fn openrpc(&self) -> &RawValue {
+        &self.discover
+    }
+
+    /// Answer one body: a single request or a batch.
+    pub async fn handle(&self, body: &[u8], meta: &RequestMeta) -> Reply {
+        // One clock read per body: deadlines and latencies of every entry start here.
+        let started = Instant::now();
+        let message = match oncerpc_protocol::parse(body) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!(error = %e, "parse error");
+                return Reply {
+                    body: Some(oncerpc_protocol::error_body(&e)),
+                    correlation_id: generated_id(),
+                    idempotency: None,
+                };
+            }
+        };
+        match message {
+            Message::Single(entry) => {
+                let cid = correlation_id(&entry);
+                let mut idempotency = None;
+                let body = self.run_entry(entry, cid.clone(), meta, None, started).await.map(|a| {
+                    idempotency = a.idempotency;
+                    let mut out = Vec::with_capacity(128);
+                    oncerpc_protocol::write_outcome(&mut out, a.id, &a.outcome);
+                    out
+                });
+                Reply { body, correlation_id: cid, idempotency }
+            }
+            Message::Batch(entries) => self.handle_batch(entries, meta, started).await,
+        }
+    }
+
+    async fn handle_batch<'a>(&self, entries: Vec<Entry<'a>>, meta: &RequestMeta, started: Instant) -> Reply {
+        let batch_cid = generated_id();
+        let cfg = &self.config.batch;
+        let reject = |e: RpcError| Reply {
+            body: Some(oncerpc_protocol::error_body(&e)),
+            correlation_id: batch_cid.clone(),
+            idempotency: None,
+        };
+        if !cfg.enabled {
+            return reject(RpcError::with_message(ErrorCode::InvalidRequest, "Batch requests not supported"));
+        }
+        if entries.is_empty() {
+            return reject(RpcError::invalid_request("empty batch"));
+        }
+        if entries.len() > cfg.max_size {
+            return reject(RpcError::with_message(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "Batch too large: {} entries, the limit is {} (batch.max_size)",
+                    entries.len(),
+                    cfg.max_size
+                ),
+            ));
+        }
+        tracing::debug!(correlation_id = %batch_cid, size = entries.len(), "batch");
+        self.metrics.batch(entries.len());
+        // `buffered` runs up to `max_concurrency` entries at once and yields them in order.
+        // The futures are built first (they are lazy) so that no closure lives in the
+        // stream's type across the await, which would defeat the `Send` proof.
+        let local = BatchLocal::default();
+        let calls: Vec<_> = entries
+            .into_iter()
+            .map(|entry| {
+                let cid = correlation_id(&entry);
+                self.run_entry(entry, cid, meta, Some(&local), started)
+            })
+            .collect();
+        let results: Vec<Option<Answer<'a>>> =
+            futures::stream::iter(calls).buffered(cfg.max_concurrency.max(1)).collect().await;
+        let mut out = Vec::with_capacity(64 * results.len());
+        out.push(b'[');
+        for a in results.iter().flatten() {
+            if out.len() > 1 {
+                out.push(b',');
+            }
+            oncerpc_protocol::write_outcome(&mut out, a.id, &a.outcome);
+        }
+        out.push(b']');
+        let body = (out.len() > 2).then_some(out);
+        Reply { body, correlation_id: batch_cid, idempotency: None }
+    }
+
+    /// Policy and execution of one entry. `None`: nothing to answer (a notification).
+    async fn run_entry<'a>(
+        &self,
+        entry: Entry<'a>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> Option<Answer<'a>> {
+        let req = match entry {
+            Entry::Invalid { id, error } => {
+                tracing::info!(correlation_id = %cid, error = %error, "invalid request");
+                return Some(Answer::plain(id, Outcome::Error(error)));
+            }
+            Entry::Valid(req) => req,
+        };
+        let span = tracing::info_span!(
+            "rpc",
+            correlation_id = %cid,
+            method = %req.method,
+            kind = tracing::field::Empty,
+            tenant = %meta.tenant,
+            idempotency_status = tracing::field::Empty,
+        );
+        self.run_request(req, cid, meta, local, started).instrument(span).await
+    }
+
+    async fn run_request<'a>(
+        &self,
+        req: Request<'a>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> Option<Answer<'a>> {
+        if req.method == "rpc.discover" {
+            // A query like any other: a notification to it is refused (DESIGN §2.3).
+            let Some(id) = req.id else {
+                let msg = "method \"rpc.discover\" does not accept notifications: send an id";
+                let err = RpcError::with_message(ErrorCode::InvalidRequest, msg);
+                return Some(Answer::plain(None, Outcome::Error(err)));
+            };
+            return Some(Answer::plain(Some(id), Outcome::Result(self.discover.clone())));
+        }
+        let Some(method) = self.registry.get(&req.method) else {
+            if req.is_notification() {
+                tracing::warn!("notification to unknown method dropped");
+                return None;
+            }
+            let outcome = Outcome::Error(RpcError::method_not_found());
+            self.observe(None, &outcome, None, started.elapsed());
+            return Some(Answer::plain(req.id, outcome));
+        };
+        tracing::Span::current().record("kind", method.spec.kind.as_str());
+
+        if req.is_notification() {
+            // Fail fast (DESIGN §2.2, §2.3): a notification the method does not accept is
+            // answered, with `id: null`, rather than silently dropped.
+            let refusal = if method.spec.kind == Kind::Command {
+                Some(format!("method \"{}\" is a command and requires an id", method.name))
+            } else if !method.spec.notification_allowed {
+                Some(format!("method \"{}\" does not accept notifications: send an id", method.name))
+            } else {
+                None
+            };
+            if let Some(msg) = refusal {
+                tracing::info!(outcome = "error", code = -32600, "{msg}");
+                let err = RpcError::with_message(ErrorCode::InvalidRequest, msg);
+                return Some(Answer::plain(None, Outcome::Error(err)));
+            }
+            let (outcome, _) = self.execute(method, req.params, cid, meta, None, started).await;
+            match &outcome {
+                Outcome::Error(e) => tracing::error!(error = %e, "notification failed"),
+                Outcome::Result(_) => {
+                    tracing::info!(
+                        duration_us = started.elapsed().as_micros() as u64,
+                        outcome = "ok",
+                        "notification"
+                    )
+                }
+            }
+            return None;
+        }
+
+        let (outcome, idempotency) = self.execute(method, req.params, cid, meta, local, started).await;
+        self.observe(Some(method), &outcome, idempotency.as_ref(), started.elapsed());
+        Some(Answer { id: req.id, outcome, idempotency })
+    }
+
+    /// The one log line and the metrics of an answered request (DESIGN §7).
+    fn observe(
+        &self,
+        method: Option<&Method>,
+        outcome: &Outcome,
+        idempotency: Option<&IdempotencyInfo>,
+        elapsed: Duration,
+    ) {
+        let duration_us = elapsed.as_micros() as u64;
+        let (name, kind) = method.map_or(("unknown", "unknown"), |m| (&*m.name, m.spec.kind.as_str()));
+        let handles = method.and_then(|m| m.metrics.get());
+        if let Some(info) = idempotency {
+            tracing::Span::current().record("idempotency_status", info.status.as_str());
+            match handles {
+                Some(h) => h.statuses[info.status as usize].inc(),
+                None => self.metrics.idempotency(name, info.status.as_str()),
+            }
+        }
+        match (outcome, handles) {
+            (Outcome::Result(_), Some(h)) => {
+                tracing::info!(duration_us, outcome = "ok", "request");
+                h.ok.inc();
+                h.latency.observe(elapsed.as_secs_f64());
+            }
+            (Outcome::Result(_), None) => {
+                tracing::info!(duration_us, outcome = "ok", "request");
+                self.metrics.request(name, kind, "ok", elapsed);
+            }
+            (Outcome::Error(e), _) => {
+                let code = e.code.code();
+                tracing::info!(duration_us, outcome = "error", code, "request");
+                self.metrics.request(name, kind, &code.to_string(), elapsed);
+            }
+        }
+    }
+
+    /// Validation shared by every door: params parsed when needed, reserved members read
+    /// and removed, the JSON Schema, the key rules of DESIGN §3. `async_event`: the
+    /// execution will be an async event, which is always guarded by a record (a synthetic
+    /// key when the client gave none).
+    pub(crate) fn prepare(
+        &self,
+        method: &Method,
+        params: Option<&RawValue>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        async_event: bool,
+    ) -> Result<Prepared, RpcError> {
+        let guarded = method.spec.kind == Kind::Command || async_event;
+        let mut ctx = Context {
+            correlation_id: cid,
+            method: method.name.clone(),
+            tenant: meta.tenant.clone(),
+            idempotency_key: None,
+            idempotency_status: None,
+            return_step: meta.return_step.clone(),
+        };
+        // Params are only turned into a Value when a schema or the engine needs one.
+        if method.validator.is_none() && !guarded {
+            return Ok(Prepared { ctx, keyed: None });
+        }
+        let mut value = parse_value(params)?;
+        let command = if guarded { Some(idempotency::command_params(&mut value)?) } else { None };
+        // `value` has lost its reserved members here: the schema never sees them.
+        if let Some(validator) = &method.validator {
+            validate_schema(validator, &value)?;
+        }
+        let Some(command) = command else { return Ok(Prepared { ctx, keyed: None }) };
+        let mut synthetic = false;
+        let key = match idempotency::resolve_key(command.key, meta.idempotency_key.as_ref())? {
+            Some(key) => {
+                idempotency::validate_key(&key)?;
+                key
+            }
+            None if method.spec.kind == Kind::Command && self.config.idempotency.mode == Mode::Production => {
+                return Err(RpcError::invalid_params(idempotency::MSG_KEY_REQUIRED));
+            }
+            None if async_event => {
+                synthetic = true;
+                Arc::from(format!("evt-{}", uuid::Uuid::new_v4().simple()))
+            }
+            // dev mode: a keyless command runs, without deduplication.
+            None => return Ok(Prepared { ctx, keyed: None }),
+        };
+        let mut fingerprint = command.fingerprint;
+        if let Some(step) = &meta.return_step {
+            // Another return_step is another request: it must not replay this one's result.
+            fingerprint = idempotency::fingerprint(&serde_json::json!([fingerprint, &**step]));
+        }
+        ctx.idempotency_key = Some(key.clone());
+        let force_retry = command.force_retry || meta.force_retry;
+        Ok(Prepared { ctx, keyed: Some(Keyed { synthetic, key, fingerprint, force_retry }) })
+    }
+
+    /// Validation, idempotency (commands), then the handler under its deadline and a
+    /// panic guard.
+    async fn execute(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyInfo>) {
+        let Prepared { ctx, keyed } = match self.prepare(method, params, cid, meta, false) {
+            Ok(p) => p,
+            Err(e) => return (Outcome::Error(e), None),
+        };
+        match keyed {
+            None => (run_handler(method, ctx, params, started).await, None),
+            // The keyed path (claim, spawn, record) is boxed: it keeps the common query
+            // future small, which matters when a batch holds 50 of them.
+            Some(keyed) => Box::pin(self.execute_keyed(method, params, ctx, keyed, local, started)).await,
+        }
+    }
+
+    async fn execute_keyed(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        ctx: Context,
+        keyed: Keyed,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyInfo>) {
+        let key = keyed.key.clone();
+        let Some(local) = local else {
+            let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;
+            return (outcome, status.map(|status| IdempotencyInfo { key, status }));
+        };
+        // Inside a batch: the first entry with this (method, key) runs, the others share it.
+        let cell = {
+            let mut map = local.lock().expect("batch-local lock");
+            map.entry((method.name.clone(), key.clone())).or_default().clone()
+        };
+        let mut ran = false;
+        let ran_ref = &mut ran;
+        let keyed_ref = &keyed;
+        let shared = cell
+            .get_or_init(move || async move {
+                *ran_ref = true;
+                let (outcome, status) = self.claim_and_run(method, params, ctx, keyed_ref, started).await;
+                Shared { fingerprint: keyed_ref.fingerprint.clone(), outcome, status }
+            })
+            .await
+            .clone();
+        let status = if ran {
+            shared.status
+        } else {
+            // A later entry of the batch with the same key: the same rules as a retry.
+            if keyed.fingerprint != shared.fingerprint {
+                return (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None);
+            }
+            match shared.status {
+                Some(IdempotencyStatus::New) => Some(IdempotencyStatus::Duplicate),
+                other => other,
+            }
+        };
+        (shared.outcome, status.map(|status| IdempotencyInfo { key, status }))
+    }
+
+    /// Claim the record of a keyed command and act on the answer (DESIGN §3 "Outcomes").
+    async fn claim_and_run(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        mut ctx: Context,
+        keyed: &Keyed,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyStatus>) {
+        let record_key =
+            RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
+        let claim = match self.claim(method, &record_key, &keyed.fingerprint, keyed.force_retry).await {
+            Ok(c) => c,
+            Err(e) => return (Outcome::Error(e), None),
+        };
+        match claim {
+            Claim::Acquired { token, kind } => {
+                if kind == AcquireKind::TakeOver {
+                    tracing::warn!(token, "lease expired: taking over an abandoned execution");
+                }
+                ctx.idempotency_status = Some(IdempotencyStatus::New);
+                let claimed = Claimed { record_key, token, fingerprint: keyed.fingerprint.clone() };
+                let outcome = self.run_recorded(method, params, ctx, claimed, started).await;
+                (outcome, Some(IdempotencyStatus::New))
+            }
+            Claim::InProgress { retry_after_ms } => (
+                Outcome::Error(
+                    RpcError::new(ErrorCode::RequestInProgress)
+                        .data(serde_json::json!({ "retry_after_ms": retry_after_ms })),
+                ),
+                Some(IdempotencyStatus::Processing),
+            ),
+            Claim::Done(stored) => (replay(&stored), Some(IdempotencyStatus::Duplicate)),
+            Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
+            Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
+        }
+    }
+
+    /// Claim a record; a store error is logged, counted and becomes `-32004`.
+    pub(crate) async fn claim(
+        &self,
+        method: &Method,
+        record_key: &RecordKey,
+        fingerprint: &str,
+        force_retry: bool,
+    ) -> Result<Claim, RpcError> {
+        let cfg = &self.config.idempotency;
+        // A lease always outlives the handler's deadline (the gateway's config check refuses
+        // a shorter one; an embedder's is stretched).
+        let lease = if cfg.lease > method.spec.timeout {
+            cfg.lease
+        } else {
+            method.spec.timeout + Duration::from_secs(1)
+        };
+        if let Some(hit) =
+            self.done_cache.as_ref().and_then(|c| c.claim(record_key, fingerprint, force_retry))
+        {
+            return Ok(hit);
+        }
+        let req = ClaimRequest { key: record_key, fingerprint, force_retry, lease, ttl: cfg.ttl };
+        let claim = self.store.claim(req).await.map_err(|e| {
+            self.metrics.store_error(self.store.name());
+            tracing::error!(store = self.store.name(), error = %e, "idempotency store unavailable: command not run");
+            RpcError::new(ErrorCode::StoreUnavailable)
+        })?;
+        if let (Claim::Done(outcome), Some(cache)) = (&claim, &self.done_cache) {
+            cache.insert(record_key, fingerprint, outcome, cfg.ttl);
+        }
+        Ok(claim)
+    }
+
+    /// Execute a claimed command in its own task (so a client that hangs up cannot cancel
+    /// it half-way) and record the outcome under the claim's fencing token.
+    async fn run_recorded(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        ctx: Context,
+        claimed: Claimed,
+        started: Instant,
+    ) -> Outcome {
+        let Claimed { record_key, token, fingerprint } = claimed;
+        let method = method.clone();
+        let params: Option<Box<RawValue>> = params.map(|p| p.to_owned());
+        let store = self.store.clone();
+        let ttl = self.config.idempotency.ttl;
+        let cache = self.done_cache.clone();
+        let task = tokio::spawn(
+            async move {
+                let outcome = run_handler(&method, ctx, params.as_deref(), started).await;
+                if matches!(&outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
+                    // Rejected by the handler's own params check: no record (DESIGN §3).
+                    if let Err(e) = store.release(&record_key, token).await {
+                        tracing::error!(error = %e, "could not release the claim of a rejected command");
+                    }
+                    return outcome;
+                }
+                let stored = stored_outcome(&outcome);
+                if record(&*store, &record_key, token, &stored, ttl).await
+                    && let Some(cache) = cache
+                {
+                    cache.insert(&record_key, &fingerprint, &stored, ttl);
+                }
+                outcome
+            }
+            .in_current_span(),
+        );
+        match task.await {
+            Ok(outcome) => outcome,
+            Err(e) => Outcome::Error(RpcError::internal(format_args!("execution task failed: {e}"))),
+        }
+    }
+}
+
+/// An outcome as it is stored.
+pub(crate) fn stored_outcome(outcome: &Outcome) -> StoredOutcome {
+    match outcome {
+        Outcome::Result(r) => StoredOutcome::Succeeded(r.get().to_owned()),
+        Outcome::Error(e) => StoredOutcome::Failed(e.to_json().get().to_owned()),
+    }
+}
+
+/// Store an outcome, retrying briefly: a lost write would let a retry execute again.
+/// `true` when the outcome landed under this token.
+pub(crate) async fn record(
+    store: &dyn Store,
+    key: &RecordKey,
+    token: u64,
+    stored: &StoredOutcome,
+    ttl: Duration,
+) -> bool {
+    for attempt in 0..3u32 {
+        match store.complete(key, token, stored, ttl).await {
+            Ok(true) => return true,
+            Ok(false) => {
+                tracing::warn!(token, "outcome not recorded: the lease was taken over by a newer execution");
+                return false;
+            }
+            Err(e) => {
+                tracing::error!(attempt, error = %e, "could not record the outcome");
+                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+            }
+        }
+    }
+    tracing::error!("outcome lost: a retry after the lease expires will execute again");
+    false
+}
+
+/// A stored outcome as it is answered again, byte for byte.
+pub(crate) fn replay(stored: &StoredOutcome) -> Outcome {
+    match stored {
+        StoredOutcome::Succeeded(json) => match RawValue::from_string(json.clone()) {
+            Ok(raw) => Outcome::Result(raw),
+            Err(e) => Outcome::Error(RpcError::internal(format_args!("stored result is not JSON: {e}"))),
+        },
+        StoredOutcome::Failed(json) => match RpcError::from_json(json) {
+            Ok(err) => Outcome::Error(err),
+            Err(e) => Outcome::Error(RpcError::internal(format_args!("stored error is not JSON: {e}"))),
+        },
+    }
+}
+
+fn parse_value(params: Option<&RawValue>) -> Result<serde_json::Value, RpcError> {
+    match params {
+        None => Ok(serde_json::Value::Null),
+        Some(p) => serde_json::from_str(p.get())
+            .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}"))),
+    }
+}
+
+/// Run a handler with its deadline; a panic becomes `-32603` and the server carries on.
+/// The deadline is `started + timeout`: no clock read here.
+pub(crate) async fn run_handler(
+    method: &Method,
+    ctx: Context,
+    params: Option<&RawValue>,
+    started: Instant,
+) -> Outcome {
+    let call = std::panic::AssertUnwindSafe(method.handler.call(ctx, params)).catch_unwind();
+    let deadline = tokio::time::Instant::from_std(started + method.spec.timeout);
+    match tokio::time::timeout_at(deadline, call).await {
+        Ok(Ok(Ok(result))) => Outcome::Result(result),
+        Ok(Ok(Err(e))) => Outcome::Error(e),
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(panic = %what, "handler panicked");
+            Outcome::Error(RpcError::internal("the handler panicked"))
+        }
+        Err(_) => Outcome::Error(
+            RpcError::new(ErrorCode::Timeout)
+                .data(serde_json::json!({ "timeout_ms": method.spec.timeout.as_millis() as u64 })),
+        ),
+    }
+}
+
+/// Members of `params` that belong to oncerpc, not to the method (DESIGN §3).
+pub const RESERVED_PARAMS: [&str; 2] = ["idempotency_key", "force_retry"];
+
+/// Validate params (reserved members already removed) against the method's JSON Schema.
+fn validate_schema(validator: &jsonschema::Validator, value: &serde_json::Value) -> Result<(), RpcError> {
+    match validator.iter_errors(value).next() {
+        None => Ok(()),
+        Some(err) => {
+            let path = err.instance_path().to_string();
+            let path = if path.is_empty() { "/".to_string() } else { path };
+            Err(RpcError::invalid_params(format!("invalid params: {path}: {err}"))
+                .data(serde_json::json!({ "path": path, "schema_path": err.schema_path().to_string() })))
+        }
+    }
+}
+
+/// DESIGN §7: the id's text when there is one that can travel in a header, else generated.
+fn correlation_id(entry: &Entry<'_>) -> Arc<str> {
+    let id = match entry {
+        Entry::Valid(r) => r.id,
+        Entry::Invalid { id, .. } => *id,
+    };
+    id.and_then(|id| id.text())
+        .filter(|t| !t.is_empty() && t.len() <= 200 && t.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        .map(|t| Arc::from(t.as_ref()))
+        .unwrap_or_else(generated_id)
+}
+
+/// A fresh correlation id for notifications, batches and unreadable requests.
+pub fn generated_id() -> Arc<str> {
+    Arc::from(uuid::Uuid::new_v4().simple().to_string())
+}

@@ -1,0 +1,193 @@
+//! The in-memory store: for tests and ephemeral development. Bounded, with TTL eviction;
+//! when it is full of live records it refuses new claims (fail closed) rather than evict a
+//! record that still guards an execution.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::method::BoxFuture;
+use crate::store::{
+    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, Store, StoreError, StoredOutcome, decide,
+    decide_complete, may_release, now_ms, status_of,
+};
+
+/// Number of shards: claims on different keys rarely wait for each other.
+const SHARDS: usize = 16;
+
+pub struct MemoryStore {
+    shards: Vec<Mutex<HashMap<RecordKey, Record>>>,
+    per_shard_capacity: usize,
+    events: Mutex<HashMap<String, Event>>,
+}
+
+impl MemoryStore {
+    /// A store holding at most `capacity` live records.
+    pub fn new(capacity: usize) -> Self {
+        MemoryStore {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            per_shard_capacity: capacity.div_ceil(SHARDS).max(1),
+            events: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn shard(&self, key: &RecordKey) -> &Mutex<HashMap<RecordKey, Record>> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        key.hash(&mut h);
+        &self.shards[(h.finish() as usize) % SHARDS]
+    }
+
+    fn events_lock(&self) -> Result<std::sync::MutexGuard<'_, HashMap<String, Event>>, StoreError> {
+        self.events.lock().map_err(|_| StoreError::new("memory store poisoned"))
+    }
+
+    /// Live records (for tests and metrics).
+    pub fn len(&self) -> usize {
+        let now = now_ms();
+        self.shards
+            .iter()
+            .map(|s| s.lock().expect("shard").values().filter(|r| r.expires_at_ms > now).count())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(100_000)
+    }
+}
+
+impl Store for MemoryStore {
+    fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        let result = (|| {
+            let now = now_ms();
+            let mut map = self.shard(req.key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            let (claim, new) = decide(map.get(req.key), &req, now);
+            if let Some(rec) = new {
+                if !map.contains_key(req.key) && map.len() >= self.per_shard_capacity {
+                    map.retain(|_, r| r.expires_at_ms > now);
+                    if map.len() >= self.per_shard_capacity {
+                        // Evicting a live record would let its key execute again: refuse.
+                        tracing::error!(
+                            capacity = self.per_shard_capacity * SHARDS,
+                            "memory store full of live records: refusing new keys (raise memory://?capacity=N or use sqlite://)"
+                        );
+                        return Err(StoreError::new("memory store is full of live records"));
+                    }
+                }
+                map.insert(req.key.clone(), rec);
+            }
+            Ok(claim)
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn complete<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        outcome: &'a StoredOutcome,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = (|| {
+            let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            match decide_complete(map.get(key), token, outcome, ttl, now_ms()) {
+                Some(rec) => {
+                    map.insert(key.clone(), rec);
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = (|| {
+            let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            let ok = may_release(map.get(key), token);
+            if ok {
+                map.remove(key);
+            }
+            Ok(ok)
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn get<'a>(&'a self, key: &'a RecordKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
+        let result = (|| {
+            let map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            Ok(map.get(key).filter(|r| r.expires_at_ms > now_ms()).cloned())
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
+        let result = self.events_lock().map(|mut events| {
+            let now = now_ms();
+            events.retain(|_, e| e.expires_at_ms > now);
+            events.insert(event.id.clone(), event.clone());
+        });
+        Box::pin(std::future::ready(result))
+    }
+
+    fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {
+        let result =
+            self.events_lock().map(|events| events.get(id).filter(|e| e.expires_at_ms > now_ms()).cloned());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn finish_event<'a>(
+        &'a self,
+        id: &'a str,
+        outcome: &'a StoredOutcome,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let result = self.events_lock().map(|mut events| {
+            if let Some(e) = events.get_mut(id) {
+                e.status = status_of(outcome);
+                e.outcome = Some(outcome.clone());
+                e.updated_at_ms = now_ms();
+            }
+        });
+        Box::pin(std::future::ready(result))
+    }
+
+    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        let result = self.events_lock().map(|mut events| {
+            if let Some(e) = events.get_mut(id) {
+                e.status = EventStatus::Processing;
+                e.outcome = None;
+                e.updated_at_ms = now_ms();
+            }
+        });
+        Box::pin(std::future::ready(result))
+    }
+
+    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+        let result = self.events_lock().map(|events| {
+            let now = now_ms();
+            let mut v: Vec<Event> = events
+                .values()
+                .filter(|e| e.status == EventStatus::Processing && e.expires_at_ms > now)
+                .cloned()
+                .collect();
+            v.sort_by_key(|e| e.created_at_ms);
+            v.truncate(limit);
+            v
+        });
+        Box::pin(std::future::ready(result))
+    }
+
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn cache_successes(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,197 @@
+//! Methods: what a handler is, what it is told (its [`Context`]), and how it is described.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncerpc_protocol::{RawValue, RpcError};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a handler returns: a serialised result or an error object.
+pub type HandlerResult = Result<Box<RawValue>, RpcError>;
+
+/// `query` has no side effects; `command` has side effects (and, with a key, runs once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Query,
+    Command,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Query => "query",
+            Kind::Command => "command",
+        }
+    }
+}
+
+/// How an idempotent execution was classified (DESIGN §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdempotencyStatus {
+    New = 0,
+    Processing = 1,
+    Duplicate = 2,
+}
+
+impl IdempotencyStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdempotencyStatus::New => "new",
+            IdempotencyStatus::Processing => "processing",
+            IdempotencyStatus::Duplicate => "duplicate",
+        }
+    }
+}
+
+/// What a handler is told about the request it serves.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// The request id's text, or a generated id for notifications (DESIGN §7).
+    pub correlation_id: Arc<str>,
+    /// The method being called.
+    pub method: Arc<str>,
+    /// The tenant the request was authenticated as (`"default"` when none are configured).
+    pub tenant: Arc<str>,
+    /// The idempotency key of a command, when it has one.
+    pub idempotency_key: Option<Arc<str>>,
+    /// The idempotency status of this execution (`new` for every execution that runs).
+    pub idempotency_status: Option<IdempotencyStatus>,
+    /// For flows: the step whose output is the result (`?return_step=` on the flows door).
+    pub return_step: Option<Arc<str>>,
+}
+
+/// A method implementation. Implement it directly for full control over raw params, or use
+/// [`typed`] to get serde-deserialised params and a serialised result.
+pub trait Handler: Send + Sync + 'static {
+    fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult>;
+}
+
+/// Registration data of a method (DESIGN §2).
+#[derive(Debug, Clone)]
+pub struct MethodSpec {
+    pub kind: Kind,
+    pub notification_allowed: bool,
+    pub params_schema: Option<serde_json::Value>,
+    pub timeout: Duration,
+    pub description: Option<String>,
+}
+
+/// The default handler deadline (DESIGN §2).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl MethodSpec {
+    fn new(kind: Kind) -> Self {
+        MethodSpec {
+            kind,
+            notification_allowed: false,
+            params_schema: None,
+            timeout: DEFAULT_TIMEOUT,
+            description: None,
+        }
+    }
+
+    /// A method without side effects.
+    pub fn query() -> Self {
+        Self::new(Kind::Query)
+    }
+
+    /// A method with side effects.
+    pub fn command() -> Self {
+        Self::new(Kind::Command)
+    }
+
+    pub fn notification_allowed(mut self, allowed: bool) -> Self {
+        self.notification_allowed = allowed;
+        self
+    }
+
+    pub fn params_schema(mut self, schema: serde_json::Value) -> Self {
+        self.params_schema = Some(schema);
+        self
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.description = Some(text.into());
+        self
+    }
+}
+
+/// Build a [`Handler`] from an async function over typed params.
+///
+/// Params are deserialised with serde (absent params are presented as `null`, so `()` and
+/// `Option<T>` accept them); a failure is `-32602` whose message names the failing field
+/// (through `serde_path_to_error`). The result is serialised with serde_json.
+pub fn typed<P, R, F, Fut>(f: F) -> impl Handler
+where
+    P: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(Context, P) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
+{
+    Typed { f, _p: std::marker::PhantomData::<fn(P) -> R> }
+}
+
+struct Typed<F, P, R> {
+    f: F,
+    _p: std::marker::PhantomData<fn(P) -> R>,
+}
+
+impl<P, R, F, Fut> Handler for Typed<F, P, R>
+where
+    P: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+    F: Fn(Context, P) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, RpcError>> + Send + 'static,
+{
+    fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            let p: P = decode_params(params)?;
+            let r = (self.f)(ctx, p).await?;
+            serde_json::value::to_raw_value(&r)
+                .map_err(|e| RpcError::internal(format_args!("result not serialisable: {e}")))
+        })
+    }
+}
+
+/// Deserialise params into `P`; the `-32602` message names the failing field.
+pub fn decode_params<P: DeserializeOwned>(params: Option<&RawValue>) -> Result<P, RpcError> {
+    let text = params.map_or("null", |p| p.get());
+    // Fast path: plain serde. Only a failure is decoded again, tracking the path for the
+    // message (the tracking wrapper costs on every value).
+    if let Ok(p) = serde_json::from_str(text) {
+        return Ok(p);
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let message = if path == "." {
+            format!("invalid params: {inner}")
+        } else {
+            format!("invalid params: {path}: {inner}")
+        };
+        RpcError::invalid_params(message).data(serde_json::json!({ "path": path }))
+    })
+}
+
+/// A registered method.
+pub(crate) struct Method {
+    pub name: Arc<str>,
+    pub spec: MethodSpec,
+    pub validator: Option<jsonschema::Validator>,
+    pub handler: Arc<dyn Handler>,
+    /// Set once by the dispatcher that serves this registry.
+    pub metrics: std::sync::OnceLock<crate::metrics::MethodMetrics>,
+}

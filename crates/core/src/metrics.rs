@@ -1,0 +1,134 @@
+//! Prometheus metrics (DESIGN §7), one registry per dispatcher so that several servers in one
+//! process (tests, embedders) never mix their counts.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+};
+
+/// One method's pre-resolved metric handles.
+pub(crate) struct MethodMetrics {
+    pub ok: IntCounter,
+    pub latency: Histogram,
+    /// new, processing, duplicate
+    pub statuses: [IntCounter; 3],
+}
+
+/// The metric families oncerpc exports.
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    idempotency: IntCounterVec,
+    latency: HistogramVec,
+    batch_size: Histogram,
+    store_errors: IntCounterVec,
+    /// Requests being served right now (maintained by the front doors).
+    pub in_flight: IntGauge,
+    overloaded: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_requests_total",
+                "Requests answered, by method, kind and outcome (ok or the error code)",
+            ),
+            &["method", "kind", "outcome"],
+        )
+        .expect("valid metric");
+        let idempotency = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_idempotency_total",
+                "Idempotent commands by status (new, processing, duplicate)",
+            ),
+            &["method", "status"],
+        )
+        .expect("valid metric");
+        let latency = HistogramVec::new(
+            HistogramOpts::new("oncerpc_request_duration_seconds", "Time to answer one request, by method")
+                .buckets(vec![0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0]),
+            &["method"],
+        )
+        .expect("valid metric");
+        let batch_size = Histogram::with_opts(
+            HistogramOpts::new("oncerpc_batch_size", "Entries per batch request")
+                .buckets(vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]),
+        )
+        .expect("valid metric");
+        let store_errors = IntCounterVec::new(
+            Opts::new("oncerpc_store_errors_total", "Idempotency store operations that failed"),
+            &["store"],
+        )
+        .expect("valid metric");
+        let in_flight =
+            IntGauge::new("oncerpc_in_flight_requests", "Requests being served").expect("valid metric");
+        let overloaded = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_overloaded_total",
+                "Requests refused because limits.max_in_flight was reached",
+            ),
+            &["door"],
+        )
+        .expect("valid metric");
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(idempotency.clone()),
+            Box::new(latency.clone()),
+            Box::new(batch_size.clone()),
+            Box::new(store_errors.clone()),
+            Box::new(in_flight.clone()),
+            Box::new(overloaded.clone()),
+        ] {
+            registry.register(c).expect("metric registered once");
+        }
+        Metrics { registry, requests, idempotency, latency, batch_size, store_errors, in_flight, overloaded }
+    }
+
+    pub(crate) fn request(&self, method: &str, kind: &str, outcome: &str, elapsed: Duration) {
+        self.requests.with_label_values(&[method, kind, outcome]).inc();
+        self.latency.with_label_values(&[method]).observe(elapsed.as_secs_f64());
+    }
+
+    pub(crate) fn idempotency(&self, method: &str, status: &str) {
+        self.idempotency.with_label_values(&[method, status]).inc();
+    }
+
+    pub(crate) fn batch(&self, size: usize) {
+        self.batch_size.observe(size as f64);
+    }
+
+    pub(crate) fn store_error(&self, store: &str) {
+        self.store_errors.with_label_values(&[store]).inc();
+    }
+
+    /// Handles of one method's hot-path metrics, resolved once (no label lookup per request).
+    pub(crate) fn for_method(&self, method: &str, kind: &str) -> MethodMetrics {
+        MethodMetrics {
+            ok: self.requests.with_label_values(&[method, kind, "ok"]),
+            latency: self.latency.with_label_values(&[method]),
+            statuses: ["new", "processing", "duplicate"]
+                .map(|s| self.idempotency.with_label_values(&[method, s])),
+        }
+    }
+
+    /// A request refused by the in-flight limit.
+    pub fn overloaded(&self, door: &str) {
+        self.overloaded.with_label_values(&[door]).inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,115 @@
+//! The method registry: names → (spec, compiled schema, handler).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::method::{Handler, Kind, Method, MethodSpec};
+
+/// Why a method could not be registered.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("method {0:?} is registered twice")]
+    Duplicate(String),
+    #[error("method name {0:?} is reserved: names beginning with \"rpc.\" belong to the protocol")]
+    Reserved(String),
+    #[error("method name must not be empty")]
+    EmptyName,
+    #[error(
+        "method {0:?} is a command and cannot allow notifications: a command needs an id to be answered and deduplicated"
+    )]
+    CommandNotification(String),
+    #[error("method {0:?}: params_schema is not a valid JSON Schema: {1}")]
+    Schema(String, String),
+    #[error("method {0:?}: timeout must be greater than zero")]
+    ZeroTimeout(String),
+}
+
+/// Every method the server answers. Built once, then shared read-only by the dispatcher.
+#[derive(Default)]
+pub struct Registry {
+    methods: HashMap<Arc<str>, Arc<Method>>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register a method. Its params schema is compiled here, so a bad schema is a start-up
+    /// error, never a request-time one.
+    pub fn register(
+        &mut self,
+        name: &str,
+        spec: MethodSpec,
+        handler: impl Handler,
+    ) -> Result<&mut Self, RegistryError> {
+        self.register_arc(name, spec, Arc::new(handler))
+    }
+
+    pub fn register_arc(
+        &mut self,
+        name: &str,
+        spec: MethodSpec,
+        handler: Arc<dyn Handler>,
+    ) -> Result<&mut Self, RegistryError> {
+        if name.is_empty() {
+            return Err(RegistryError::EmptyName);
+        }
+        if name.starts_with("rpc.") {
+            return Err(RegistryError::Reserved(name.into()));
+        }
+        if self.methods.contains_key(name) {
+            return Err(RegistryError::Duplicate(name.into()));
+        }
+        if spec.kind == Kind::Command && spec.notification_allowed {
+            return Err(RegistryError::CommandNotification(name.into()));
+        }
+        if spec.timeout.is_zero() {
+            return Err(RegistryError::ZeroTimeout(name.into()));
+        }
+        let validator = match &spec.params_schema {
+            None => None,
+            Some(schema) => Some(
+                jsonschema::validator_for(schema)
+                    .map_err(|e| RegistryError::Schema(name.into(), e.to_string()))?,
+            ),
+        };
+        let name: Arc<str> = name.into();
+        let method = Method { name: name.clone(), spec, validator, handler, metrics: Default::default() };
+        self.methods.insert(name, Arc::new(method));
+        Ok(self)
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Method>> {
+        self.methods.get(name)
+    }
+
+    /// The spec of a method, if registered.
+    pub fn spec(&self, name: &str) -> Option<&MethodSpec> {
+        self.methods.get(name).map(|m| &m.spec)
+    }
+
+    /// Registered method names, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.methods.keys().map(|k| k.as_ref()).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The longest handler deadline (used to check that leases outlive every method).
+    pub fn max_timeout(&self) -> Option<std::time::Duration> {
+        self.methods.values().map(|m| m.spec.timeout).max()
+    }
+
+    pub fn len(&self) -> usize {
+        self.methods.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.methods.is_empty()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Method> {
+        self.methods.values().map(|m| m.as_ref())
+    }
+}

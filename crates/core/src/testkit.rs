@@ -1,0 +1,419 @@
+//! The store behaviour suite: one set of checks every [`Store`] must pass, written once.
+//!
+//! A store crate instantiates it in its tests with
+//! `oncerpc_core::store_suite!(make_store);` where `async fn make_store() -> Arc<dyn Store>`
+//! returns a ready store. Each check uses a fresh random tenant, so stores shared between
+//! tests (a Redis or PostgreSQL server) need no cleanup.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::store::{
+    AcquireKind, Claim, ClaimRequest, Event, EventStatus, RecordKey, RecordState, Store, StoredOutcome,
+    now_ms,
+};
+
+const LONG: Duration = Duration::from_secs(60);
+const TTL: Duration = Duration::from_secs(3600);
+
+/// A key in a tenant no other check uses.
+pub fn fresh_key(method: &str, key: &str) -> RecordKey {
+    RecordKey::new(format!("t-{}", uuid::Uuid::new_v4().simple()), method, key)
+}
+
+fn req<'a>(key: &'a RecordKey, fp: &'a str, force: bool, lease: Duration, ttl: Duration) -> ClaimRequest<'a> {
+    ClaimRequest { key, fingerprint: fp, force_retry: force, lease, ttl }
+}
+
+async fn acquire(store: &dyn Store, key: &RecordKey, fp: &str, lease: Duration) -> u64 {
+    match store.claim(req(key, fp, false, lease, TTL)).await.expect("claim") {
+        Claim::Acquired { token, .. } => token,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// no record → acquired; completed → the outcome is answered again.
+pub async fn claim_complete_then_duplicate(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "k-1");
+    let token = acquire(&*store, &key, "fp", LONG).await;
+    let outcome = StoredOutcome::Succeeded(r#"{"total":1}"#.into());
+    assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
+    for _ in 0..3 {
+        assert_eq!(
+            store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+            Claim::Done(outcome.clone())
+        );
+    }
+    let rec = store.get(&key).await.unwrap().expect("record");
+    assert_eq!(rec.state, RecordState::Done(outcome));
+}
+
+/// Many tasks claim one key at once: exactly one wins, the rest see it in progress.
+pub async fn claim_race_has_one_winner(store: Arc<dyn Store>) {
+    let key = Arc::new(fresh_key("m", "race"));
+    let mut tasks = Vec::new();
+    for _ in 0..64 {
+        let (store, key) = (store.clone(), key.clone());
+        tasks
+            .push(tokio::spawn(async move { store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap() }));
+    }
+    let mut won = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Claim::Acquired { kind: AcquireKind::Fresh, .. } => won += 1,
+            Claim::InProgress { retry_after_ms } => assert!(retry_after_ms > 0 && retry_after_ms <= 60_000),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(won, 1, "exactly one claimant must win");
+}
+
+/// The owner died: after its lease, exactly one of many claimants takes over.
+pub async fn takeover_race_has_one_winner(store: Arc<dyn Store>) {
+    let key = Arc::new(fresh_key("m", "takeover"));
+    let first = acquire(&*store, &key, "fp", Duration::from_millis(150)).await;
+    // Still leased: not taken.
+    assert!(matches!(
+        store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let (store, key) = (store.clone(), key.clone());
+        tasks
+            .push(tokio::spawn(async move { store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap() }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        match t.await.unwrap() {
+            Claim::Acquired { token, kind } => {
+                assert_eq!(kind, AcquireKind::TakeOver);
+                winners.push(token)
+            }
+            Claim::InProgress { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one take-over");
+    assert!(winners[0] > first, "the new owner holds a newer fencing token");
+}
+
+/// A late original owner cannot overwrite the outcome of the owner that took over.
+pub async fn fencing_rejects_stale_owner(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "fence");
+    let old = acquire(&*store, &key, "fp", Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let new = acquire(&*store, &key, "fp", LONG).await;
+    assert!(new > old);
+    let stale = StoredOutcome::Succeeded(r#""stale""#.into());
+    let fresh = StoredOutcome::Succeeded(r#""fresh""#.into());
+    assert!(!store.complete(&key, old, &stale, TTL).await.unwrap(), "stale token must be fenced out");
+    assert!(!store.release(&key, old).await.unwrap(), "stale token cannot release");
+    assert!(store.complete(&key, new, &fresh, TTL).await.unwrap());
+    assert!(!store.complete(&key, old, &stale, TTL).await.unwrap());
+    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(fresh));
+}
+
+/// Records disappear after their TTL; the key can then be used afresh.
+pub async fn ttl_expiry(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "ttl");
+    let ttl = Duration::from_millis(300);
+    let token = match store.claim(req(&key, "fp", false, LONG, ttl)).await.unwrap() {
+        Claim::Acquired { token, .. } => token,
+        other => panic!("{other:?}"),
+    };
+    let outcome = StoredOutcome::Succeeded("1".into());
+    assert!(store.complete(&key, token, &outcome, ttl).await.unwrap());
+    assert!(store.get(&key).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(store.get(&key).await.unwrap(), None, "expired record must read as absent");
+    // Expired: even other params may use the key now.
+    match store.claim(req(&key, "other-fp", false, LONG, TTL)).await.unwrap() {
+        Claim::Acquired { kind: AcquireKind::Fresh, token: t } => assert!(t > token),
+        other => panic!("expected a fresh claim after expiry, got {other:?}"),
+    }
+}
+
+/// Same key, other params → mismatch, whether the first is running or finished.
+pub async fn fingerprint_mismatch(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "fp");
+    let token = acquire(&*store, &key, "fp-a", LONG).await;
+    assert_eq!(store.claim(req(&key, "fp-b", false, LONG, TTL)).await.unwrap(), Claim::FingerprintMismatch);
+    let outcome = StoredOutcome::Succeeded("true".into());
+    assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
+    assert_eq!(store.claim(req(&key, "fp-b", false, LONG, TTL)).await.unwrap(), Claim::FingerprintMismatch);
+    assert_eq!(store.claim(req(&key, "fp-b", true, LONG, TTL)).await.unwrap(), Claim::FingerprintMismatch);
+    assert_eq!(store.claim(req(&key, "fp-a", false, LONG, TTL)).await.unwrap(), Claim::Done(outcome));
+}
+
+/// failed → replayed; force retry → re-executed; success + force retry → refused.
+pub async fn force_retry(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "force");
+    let t1 = acquire(&*store, &key, "fp", LONG).await;
+    let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
+    assert!(store.complete(&key, t1, &failed, TTL).await.unwrap());
+    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(failed.clone()));
+    let t2 = match store.claim(req(&key, "fp", true, LONG, TTL)).await.unwrap() {
+        Claim::Acquired { token, kind: AcquireKind::ForceRetry } => token,
+        other => panic!("expected a forced claim, got {other:?}"),
+    };
+    assert!(t2 > t1);
+    // While the forced retry runs, others see it in progress.
+    assert!(matches!(store.claim(req(&key, "fp", true, LONG, TTL)).await.unwrap(), Claim::InProgress { .. }));
+    let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
+    assert!(store.complete(&key, t2, &ok, TTL).await.unwrap());
+    assert_eq!(store.claim(req(&key, "fp", true, LONG, TTL)).await.unwrap(), Claim::ForceRetryRefused);
+    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(ok));
+}
+
+/// Outcomes come back byte for byte: escapes, number spellings, member order.
+pub async fn outcome_byte_identity(store: Arc<dyn Store>) {
+    let texts = [
+        StoredOutcome::Succeeded(
+            r#"{"b":1,"a":[1.0,-0,1e3,12345678901234567890123],"s":"\u00e9\n","e":"é"}"#.into(),
+        ),
+        StoredOutcome::Failed(
+            r#"{"code":-32006,"message":"Upstream failed","data":{"z":1,"a":"x\"y"}}"#.into(),
+        ),
+        StoredOutcome::Succeeded("null".into()),
+    ];
+    for (i, outcome) in texts.into_iter().enumerate() {
+        let key = fresh_key("m", &format!("bytes-{i}"));
+        let token = acquire(&*store, &key, "fp", LONG).await;
+        assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
+        match store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap() {
+            Claim::Done(back) => assert_eq!(back.json().as_bytes(), outcome.json().as_bytes()),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// A released claim leaves no record; only the current owner may release.
+pub async fn release_leaves_no_record(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "release");
+    let token = acquire(&*store, &key, "fp", LONG).await;
+    assert!(!store.release(&key, token + 7).await.unwrap());
+    assert!(matches!(store.get(&key).await.unwrap().map(|r| r.state), Some(RecordState::Processing { .. })));
+    assert!(store.release(&key, token).await.unwrap());
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    assert!(matches!(
+        store.claim(req(&key, "other", false, LONG, TTL)).await.unwrap(),
+        Claim::Acquired { kind: AcquireKind::Fresh, .. }
+    ));
+}
+
+/// `(tenant, method, key)` is the scope: change any part and the records are unrelated.
+pub async fn scope_is_tenant_method_key(store: Arc<dyn Store>) {
+    let a = fresh_key("m", "scope");
+    let other_tenant = RecordKey::new(format!("{}-b", a.tenant), "m", "scope");
+    let other_method = RecordKey::new(a.tenant.clone(), "m2", "scope");
+    let other_key = RecordKey::new(a.tenant.clone(), "m", "scope2");
+    acquire(&*store, &a, "fp", LONG).await;
+    for k in [&other_tenant, &other_method, &other_key] {
+        // A different fingerprint too: no mismatch, because no relation.
+        acquire(&*store, k, "different", LONG).await;
+    }
+}
+
+fn event(key: &RecordKey, ttl: Duration) -> Event {
+    let now = now_ms();
+    Event {
+        id: format!("evt_{}", uuid::Uuid::new_v4().simple()),
+        record: key.clone(),
+        fingerprint: "fp".into(),
+        params: Some(r#"{"sku":"A-1","n":1.0}"#.into()),
+        return_step: Some("reserve".into()),
+        tags: vec!["a".into(), "b c".into()],
+        status: EventStatus::Processing,
+        outcome: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+        expires_at_ms: now + ttl.as_millis() as u64,
+    }
+}
+
+/// Events round-trip whole, finish with their outcome, restart, and are listed while pending.
+pub async fn events_lifecycle(store: Arc<dyn Store>) {
+    let key = fresh_key("flow", "evt-1");
+    let ev = event(&key, TTL);
+    store.put_event(&ev).await.unwrap();
+    assert_eq!(store.get_event(&ev.id).await.unwrap().as_ref(), Some(&ev), "stored whole");
+    assert_eq!(store.get_event("evt_missing").await.unwrap(), None);
+    let pending = store.pending_events(10_000).await.unwrap();
+    assert!(pending.iter().any(|e| e.id == ev.id), "a processing event is pending");
+
+    let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
+    store.finish_event(&ev.id, &failed).await.unwrap();
+    let got = store.get_event(&ev.id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Failed, Some(&failed)));
+    assert!(!store.pending_events(10_000).await.unwrap().iter().any(|e| e.id == ev.id));
+
+    store.restart_event(&ev.id).await.unwrap();
+    let got = store.get_event(&ev.id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.outcome), (EventStatus::Processing, None));
+
+    let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
+    store.finish_event(&ev.id, &ok).await.unwrap();
+    let got = store.get_event(&ev.id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Succeeded, Some(&ok)));
+    assert_eq!(got.tags, ev.tags);
+    assert_eq!(got.created_at_ms, ev.created_at_ms);
+}
+
+/// Events expire with their TTL.
+pub async fn events_expire(store: Arc<dyn Store>) {
+    let key = fresh_key("flow", "evt-ttl");
+    let ev = event(&key, Duration::from_millis(300));
+    store.put_event(&ev).await.unwrap();
+    assert!(store.get_event(&ev.id).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    assert_eq!(store.get_event(&ev.id).await.unwrap(), None);
+    assert!(!store.pending_events(10_000).await.unwrap().iter().any(|e| e.id == ev.id));
+}
+
+/// The URL of an external service for tests, from the environment variable `var`.
+/// Unset: a failure in CI (`CI=true`), else `None` with the reason printed (the test skips).
+pub fn service_url(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(
+                !ci,
+                "{what} is required in CI: set {var} (scripts/test.sh starts the server and sets it)"
+            );
+            eprintln!(
+                "SKIPPED: {what} tests: {var} is not set (scripts/test.sh starts the server and sets it)"
+            );
+            None
+        }
+    }
+}
+
+/// Instantiate the behaviour suite for a store: `store_suite!(make_store);` with
+/// `async fn make_store() -> Option<Arc<dyn Store>>` in scope (`None`: skip).
+#[macro_export]
+macro_rules! store_suite {
+    ($make:ident) => {
+        mod store_suite {
+            $crate::store_suite!(@tests $make;
+                claim_complete_then_duplicate,
+                claim_race_has_one_winner,
+                takeover_race_has_one_winner,
+                fencing_rejects_stale_owner,
+                ttl_expiry,
+                fingerprint_mismatch,
+                force_retry,
+                outcome_byte_identity,
+                release_leaves_no_record,
+                scope_is_tenant_method_key,
+                events_lifecycle,
+                events_expire,
+            );
+        }
+    };
+    (@tests $make:ident; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $name() {
+                let Some(store) = super::$make().await else { return };
+                $crate::testkit::$name(store).await;
+            }
+        )*
+    };
+}
+
+/// A store wrapper that can be switched "down": every operation then fails as an
+/// unreachable database would. For fail-closed and recovery tests of front doors.
+pub struct SwitchableStore {
+    inner: Arc<dyn Store>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl SwitchableStore {
+    pub fn new(inner: Arc<dyn Store>) -> SwitchableStore {
+        SwitchableStore { inner, down: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn check(&self) -> Result<(), crate::StoreError> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            Err(crate::StoreError::new("connection refused (store switched down by the test)"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+macro_rules! switchable {
+    ($self:ident, $call:expr) => {
+        Box::pin(async move {
+            $self.check()?;
+            $call.await
+        })
+    };
+}
+
+impl Store for SwitchableStore {
+    fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> crate::BoxFuture<'a, Result<Claim, crate::StoreError>> {
+        switchable!(self, self.inner.claim(req))
+    }
+    fn complete<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        outcome: &'a StoredOutcome,
+        ttl: Duration,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.complete(key, token, outcome, ttl))
+    }
+    fn release<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.release(key, token))
+    }
+    fn get<'a>(
+        &'a self,
+        key: &'a RecordKey,
+    ) -> crate::BoxFuture<'a, Result<Option<crate::store::Record>, crate::StoreError>> {
+        switchable!(self, self.inner.get(key))
+    }
+    fn put_event<'a>(&'a self, event: &'a Event) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
+        switchable!(self, self.inner.put_event(event))
+    }
+    fn get_event<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> crate::BoxFuture<'a, Result<Option<Event>, crate::StoreError>> {
+        switchable!(self, self.inner.get_event(id))
+    }
+    fn finish_event<'a>(
+        &'a self,
+        id: &'a str,
+        outcome: &'a StoredOutcome,
+    ) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
+        switchable!(self, self.inner.finish_event(id, outcome))
+    }
+    fn restart_event<'a>(&'a self, id: &'a str) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
+        switchable!(self, self.inner.restart_event(id))
+    }
+    fn pending_events(&self, limit: usize) -> crate::BoxFuture<'_, Result<Vec<Event>, crate::StoreError>> {
+        switchable!(self, self.inner.pending_events(limit))
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn cache_successes(&self) -> bool {
+        // Outage tests must see every call reach the (switchable) store.
+        false
+    }
+    fn ping(&self) -> crate::BoxFuture<'_, Result<(), crate::StoreError>> {
+        switchable!(self, self.inner.ping())
+    }
+}

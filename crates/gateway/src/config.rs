@@ -1,0 +1,362 @@
+//! The TOML configuration of DESIGN §11. Unknown keys are errors that name the key; every
+//! default is written here once and documented in docs/CONFIG.md.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+fn invalid(msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid(msg.into())
+}
+
+pub use oncerpc_core::Mode;
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Register the demo methods. Default: `true` when no `[[methods]]` are configured.
+    #[serde(default)]
+    pub demo: Option<bool>,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub batch: BatchSection,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub tenants: Vec<Tenant>,
+    #[serde(default)]
+    pub methods: Vec<MethodConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        // The empty document is the embedded default.
+        toml::from_str("").expect("the empty config is valid")
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    #[serde(default = "default_store_url")]
+    pub url: String,
+    #[serde(default = "default_ttl")]
+    pub ttl_secs: u64,
+    #[serde(default = "default_lease")]
+    pub lease_ms: u64,
+    /// How often unfinished async events are looked for, to resume those whose owner died.
+    #[serde(default = "default_resume_interval")]
+    pub resume_interval_ms: u64,
+    /// Namespace of every Redis key (`redis://` stores): gateways sharing records use the same.
+    #[serde(default = "default_redis_prefix")]
+    pub redis_prefix: String,
+}
+
+fn default_redis_prefix() -> String {
+    "oncerpc".into()
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            url: default_store_url(),
+            ttl_secs: default_ttl(),
+            lease_ms: default_lease(),
+            resume_interval_ms: default_resume_interval(),
+            redis_prefix: default_redis_prefix(),
+        }
+    }
+}
+
+fn default_resume_interval() -> u64 {
+    1_000
+}
+
+fn default_store_url() -> String {
+    "sqlite://oncerpc.db".into()
+}
+fn default_ttl() -> u64 {
+    86_400
+}
+fn default_lease() -> u64 {
+    60_000
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchSection {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_batch_max")]
+    pub max_size: usize,
+    #[serde(default = "default_batch_concurrency")]
+    pub max_concurrency: usize,
+}
+
+impl Default for BatchSection {
+    fn default() -> Self {
+        BatchSection {
+            enabled: true,
+            max_size: default_batch_max(),
+            max_concurrency: default_batch_concurrency(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_batch_max() -> usize {
+    50
+}
+fn default_batch_concurrency() -> usize {
+    16
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default = "default_body")]
+    pub max_body_bytes: usize,
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: usize,
+    /// Handler deadline of methods that set none (the demo methods, flows without
+    /// `timeout_ms`).
+    #[serde(default = "default_timeout_ms")]
+    pub default_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: default_body(),
+            max_in_flight: default_in_flight(),
+            default_timeout_ms: default_timeout_ms(),
+        }
+    }
+}
+
+fn default_body() -> usize {
+    1024 * 1024
+}
+fn default_in_flight() -> usize {
+    1024
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    pub name: String,
+    pub api_keys: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MethodConfig {
+    pub name: String,
+    pub kind: oncerpc_core::Kind,
+    #[serde(default)]
+    pub notification_allowed: bool,
+    /// Handler deadline; `limits.default_timeout_ms` when absent.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    #[serde(default)]
+    pub params_schema: Option<serde_json::Value>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub steps: Vec<StepConfig>,
+}
+
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepConfig {
+    pub name: String,
+    pub url: String,
+}
+
+impl Config {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => {
+                ConfigError::Parse { path: path.display().to_string(), message }
+            }
+            other => other,
+        })
+    }
+
+    /// Parse and validate TOML text.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: "<config>".into(), message: e.to_string() })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Whether the demo methods are registered.
+    pub fn demo_enabled(&self) -> bool {
+        self.demo.unwrap_or(self.methods.is_empty())
+    }
+
+    /// Checks that serde cannot express. Run again after CLI overrides.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.listen_addr()?;
+        store_scheme(&self.store.url)?;
+        if self.store.resume_interval_ms == 0 {
+            return Err(invalid("store.resume_interval_ms must be greater than 0"));
+        }
+        if self.store.ttl_secs == 0 {
+            return Err(invalid("store.ttl_secs must be greater than 0"));
+        }
+        if self.batch.max_size == 0 {
+            return Err(invalid("batch.max_size must be at least 1"));
+        }
+        if self.batch.max_concurrency == 0 {
+            return Err(invalid("batch.max_concurrency must be at least 1"));
+        }
+        if self.limits.max_body_bytes < 64 {
+            return Err(invalid("limits.max_body_bytes must be at least 64"));
+        }
+        if self.limits.default_timeout_ms == 0 {
+            return Err(invalid("limits.default_timeout_ms must be greater than 0"));
+        }
+        if self.limits.max_in_flight == 0 {
+            return Err(invalid("limits.max_in_flight must be at least 1"));
+        }
+        let mut names = std::collections::HashSet::new();
+        for t in &self.tenants {
+            if t.name.trim().is_empty() {
+                return Err(invalid("tenants: a tenant needs a name"));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(invalid(format!("tenants: {:?} is configured twice", t.name)));
+            }
+            if t.api_keys.is_empty() {
+                return Err(invalid(format!("tenants.{}: api_keys must not be empty", t.name)));
+            }
+            for k in &t.api_keys {
+                if let Some(hex) = k.strip_prefix("sha256:") {
+                    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                        return Err(invalid(format!(
+                            "tenants.{}: a sha256: key must be 64 hexadecimal characters",
+                            t.name
+                        )));
+                    }
+                } else if k.is_empty() {
+                    return Err(invalid(format!("tenants.{}: an api key must not be empty", t.name)));
+                }
+            }
+        }
+        let mut methods = std::collections::HashSet::new();
+        for m in &self.methods {
+            if !methods.insert(m.name.as_str()) {
+                return Err(invalid(format!("methods: {:?} is configured twice", m.name)));
+            }
+            if m.timeout_ms == Some(0) {
+                return Err(invalid(format!("methods.{}: timeout_ms must be greater than 0", m.name)));
+            }
+            if m.steps.is_empty() {
+                return Err(invalid(format!(
+                    "methods.{}: a flow needs at least one [[methods.steps]]",
+                    m.name
+                )));
+            }
+            let mut step_names = std::collections::HashSet::new();
+            for s in &m.steps {
+                if !step_names.insert(s.name.as_str()) {
+                    return Err(invalid(format!(
+                        "methods.{}.steps: {:?} is configured twice",
+                        m.name, s.name
+                    )));
+                }
+                if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
+                    return Err(invalid(format!(
+                        "methods.{}.steps.{}: url must start with http:// or https://",
+                        m.name, s.name
+                    )));
+                }
+            }
+            let timeout = self.method_timeout_ms(m);
+            if timeout >= self.store.lease_ms {
+                return Err(invalid(format!(
+                    "store.lease_ms ({}) must exceed every method timeout: methods.{} has a timeout of {timeout} ms",
+                    self.store.lease_ms, m.name
+                )));
+            }
+        }
+        if self.demo_enabled() && self.limits.default_timeout_ms >= self.store.lease_ms {
+            return Err(invalid(format!(
+                "store.lease_ms ({}) must exceed every method timeout: the demo methods use limits.default_timeout_ms = {}",
+                self.store.lease_ms, self.limits.default_timeout_ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// A configured method's handler deadline in milliseconds.
+    pub fn method_timeout_ms(&self, m: &MethodConfig) -> u64 {
+        m.timeout_ms.unwrap_or(self.limits.default_timeout_ms)
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        self.listen.parse().map_err(|e| {
+            invalid(format!("listen: {:?} is not an address like 127.0.0.1:8080 ({e})", self.listen))
+        })
+    }
+}
+
+/// The store kinds a URL may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Sqlite,
+    Redis,
+    Postgres,
+}
+
+/// Which store a URL names.
+pub fn store_scheme(url: &str) -> Result<StoreKind, ConfigError> {
+    let scheme = url.split("://").next().unwrap_or_default();
+    if !url.contains("://") {
+        return Err(invalid(format!(
+            "store.url {url:?} has no scheme: use memory://, sqlite://PATH, redis://HOST:PORT or postgres://…"
+        )));
+    }
+    match scheme {
+        "memory" => Ok(StoreKind::Memory),
+        "sqlite" => Ok(StoreKind::Sqlite),
+        "redis" | "rediss" => Ok(StoreKind::Redis),
+        "postgres" | "postgresql" => Ok(StoreKind::Postgres),
+        other => Err(invalid(format!(
+            "store.url: unknown scheme {other:?}: use memory://, sqlite://PATH, redis://HOST:PORT or postgres://…"
+        ))),
+    }
+}

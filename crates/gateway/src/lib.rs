@@ -1,0 +1,227 @@
+//! # oncerpc (gateway)
+//!
+//! The `oncerpc` binary as a library: configuration ([`config`]), the demo methods
+//! ([`demo`]), and [`App`], which turns a [`Config`] into a running server. The binary in
+//! `main.rs` is only the CLI around it; tests start the same [`App`] on a loopback port.
+
+pub mod config;
+pub mod demo;
+pub mod flow;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use std::time::Duration;
+
+use oncerpc_core::{
+    BatchConfig, Dispatcher, DispatcherConfig, IdempotencyConfig, MemoryStore, Registry, Store,
+};
+use oncerpc_http::HttpConfig;
+
+pub use config::{Config, ConfigError, Mode};
+
+/// A configured server, ready to be bound.
+pub struct App {
+    pub config: Config,
+    pub dispatcher: Arc<Dispatcher>,
+    pub demo: Arc<demo::DemoState>,
+}
+
+impl App {
+    /// Build the registry, store and dispatcher a config describes (connecting to the store;
+    /// run inside a tokio runtime).
+    pub async fn new(config: Config) -> Result<App, ConfigError> {
+        config.validate()?;
+        let demo_state = Arc::new(demo::DemoState::default());
+        let mut registry = Registry::new();
+        if config.demo_enabled() {
+            let timeout = Duration::from_millis(config.limits.default_timeout_ms);
+            demo::register(&mut registry, demo_state.clone(), timeout)
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        }
+        flow::register_flows(&mut registry, &config, &flow::client())?;
+        let store = open_store(&config.store).await?;
+        App::with_store(config, registry, demo_state, store)
+    }
+
+    /// An app serving a registry built by the caller (embedding, tests), with a memory store.
+    pub fn with_registry(config: Config, registry: Registry, demo: Arc<demo::DemoState>) -> App {
+        App::with_store(config, registry, demo, Arc::new(MemoryStore::default())).expect("valid config")
+    }
+
+    /// An app over a registry and an idempotency store built by the caller.
+    pub fn with_store(
+        config: Config,
+        registry: Registry,
+        demo: Arc<demo::DemoState>,
+        store: Arc<dyn Store>,
+    ) -> Result<App, ConfigError> {
+        // Checked here too: tenants may be set by an embedder without `validate`.
+        oncerpc_http::Tenants::new(config.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))
+            .map_err(ConfigError::Invalid)?;
+        // DESIGN §3: a lease always outlives the method's timeout.
+        let lease = Duration::from_millis(config.store.lease_ms);
+        if let Some(max) = registry.max_timeout()
+            && lease <= max
+        {
+            return Err(ConfigError::Invalid(format!(
+                "store.lease_ms ({}) must exceed every method timeout (the longest is {} ms)",
+                config.store.lease_ms,
+                max.as_millis()
+            )));
+        }
+        let dispatcher = Arc::new(Dispatcher::with_store(
+            registry,
+            DispatcherConfig {
+                batch: BatchConfig {
+                    enabled: config.batch.enabled,
+                    max_size: config.batch.max_size,
+                    max_concurrency: config.batch.max_concurrency,
+                },
+                idempotency: IdempotencyConfig {
+                    mode: config.mode,
+                    lease,
+                    ttl: Duration::from_secs(config.store.ttl_secs),
+                },
+            },
+            store,
+        ));
+        Ok(App { config, dispatcher, demo })
+    }
+
+    /// The HTTP router of this app.
+    pub fn router(&self) -> axum_router::Router {
+        let cfg = &self.config;
+        let tenants =
+            oncerpc_http::Tenants::new(cfg.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))
+                .expect("tenants were checked when the app was built");
+        let flow_steps = cfg
+            .methods
+            .iter()
+            .map(|m| (m.name.clone(), m.steps.iter().map(|s| s.name.clone()).collect()))
+            .collect();
+        oncerpc_http::router(
+            self.dispatcher.clone(),
+            HttpConfig {
+                max_body_bytes: cfg.limits.max_body_bytes,
+                max_in_flight: cfg.limits.max_in_flight,
+                tenants,
+                flow_steps,
+            },
+        )
+    }
+
+    /// Bind the configured address.
+    pub async fn bind(&self) -> std::io::Result<tokio::net::TcpListener> {
+        let addr: SocketAddr = self.config.listen_addr().map_err(std::io::Error::other)?;
+        tokio::net::TcpListener::bind(addr).await
+    }
+
+    /// Serve on `listener` until `shutdown` resolves; in-flight requests finish.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let router = self.router();
+        // Async events left unfinished (by a crash, or by another replica) are resumed.
+        let interval = Duration::from_millis(self.config.store.resume_interval_ms);
+        let resumer = tokio::spawn(self.dispatcher.clone().resume_events(interval));
+        let served = oncerpc_http::serve(listener, router, shutdown).await;
+        resumer.abort();
+        served
+    }
+}
+
+/// Live records a `memory://` store holds unless `?capacity=` says otherwise.
+pub const DEFAULT_MEMORY_CAPACITY: usize = 100_000;
+
+/// Open the idempotency store a `[store]` section names.
+pub async fn open_store(cfg: &config::StoreConfig) -> Result<Arc<dyn Store>, ConfigError> {
+    use config::StoreKind;
+    let rest = cfg.url.split_once("://").map_or("", |(_, r)| r);
+    match config::store_scheme(&cfg.url)? {
+        StoreKind::Memory => {
+            // memory:// or memory://?capacity=N (live records; full → -32004, never eviction).
+            let capacity = match rest.strip_prefix('?').and_then(|q| q.strip_prefix("capacity=")) {
+                None if rest.is_empty() => DEFAULT_MEMORY_CAPACITY,
+                Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    ConfigError::Invalid(format!("store.url {}: capacity must be a positive number", cfg.url))
+                })?,
+                None => {
+                    return Err(ConfigError::Invalid(format!(
+                        "store.url {}: use memory:// or memory://?capacity=N",
+                        cfg.url
+                    )));
+                }
+            };
+            Ok(Arc::new(MemoryStore::new(capacity)))
+        }
+        StoreKind::Sqlite => {
+            if rest.is_empty() {
+                return Err(ConfigError::Invalid(
+                    "store.url: sqlite:// needs a path, e.g. sqlite://oncerpc.db".into(),
+                ));
+            }
+            let store = oncerpc_store_sqlite::SqliteStore::open(rest)
+                .map_err(|e| ConfigError::Invalid(format!("store.url {}: {e}", cfg.url)))?;
+            Ok(Arc::new(store))
+        }
+        StoreKind::Redis => {
+            let store = oncerpc_store_redis::RedisStore::connect(&cfg.url, &cfg.redis_prefix)
+                .await
+                .map_err(|e| ConfigError::Invalid(format!("store.url: {e}")))?;
+            Ok(Arc::new(store))
+        }
+        StoreKind::Postgres => {
+            let store = oncerpc_store_postgres::PgStore::connect(&cfg.url)
+                .await
+                .map_err(|e| ConfigError::Invalid(format!("store.url: {e}")))?;
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// Check the `[[methods]]` of a config the way the registry will: name rules, kind and
+/// notification rules, and that each `params_schema` compiles.
+pub fn check_methods(config: &Config) -> Result<(), ConfigError> {
+    struct Unused;
+    impl oncerpc_core::Handler for Unused {
+        fn call<'a>(
+            &'a self,
+            _: oncerpc_core::Context,
+            _: Option<&'a oncerpc_protocol::RawValue>,
+        ) -> oncerpc_core::BoxFuture<'a, oncerpc_core::HandlerResult> {
+            Box::pin(async { Err(oncerpc_protocol::RpcError::internal("not served")) })
+        }
+    }
+    let mut registry = Registry::new();
+    for m in &config.methods {
+        registry
+            .register(&m.name, method_spec(config, m), Unused)
+            .map_err(|e| ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
+    }
+    Ok(())
+}
+
+/// The registry spec of a configured method.
+pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::MethodSpec {
+    let mut spec = match m.kind {
+        oncerpc_core::Kind::Query => oncerpc_core::MethodSpec::query(),
+        oncerpc_core::Kind::Command => oncerpc_core::MethodSpec::command(),
+    }
+    .notification_allowed(m.notification_allowed)
+    .timeout(Duration::from_millis(config.method_timeout_ms(m)));
+    if let Some(s) = &m.params_schema {
+        spec = spec.params_schema(s.clone());
+    }
+    if let Some(d) = &m.description {
+        spec = spec.description(d.clone());
+    }
+    spec
+}
+
+/// Re-export of the router type so embedders need not depend on axum directly.
+pub mod axum_router {
+    pub use oncerpc_http::Router;
+}

@@ -1,0 +1,265 @@
+//! `oncerpc`: the command line (DESIGN §11).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// mimalloc instead of glibc malloc: the request path allocates small, short-lived buffers,
+/// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use oncerpc::{App, Config, ConfigError, Mode};
+
+#[derive(Parser)]
+#[command(
+    name = "oncerpc",
+    version,
+    about = "JSON-RPC 2.0 gateway: a command runs once, however many times it is sent"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve JSON-RPC over HTTP (`POST /rpc`).
+    Serve(ServeArgs),
+    /// Serve JSON-RPC on stdin/stdout (Content-Length or newline-delimited framing), for
+    /// editor clients and local tools. Logs go to stderr.
+    Stdio(StdioArgs),
+    /// Validate a config file and print what it would serve.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML config file; flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on, e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Idempotency store URL: memory:// | sqlite://PATH | redis://HOST:PORT | postgres://…
+    #[arg(long)]
+    store: Option<String>,
+    /// dev (keyless commands run without deduplication) or production (commands need a key).
+    #[arg(long)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[derive(clap::Args)]
+struct StdioArgs {
+    /// TOML config file; flags override it (`listen` and `[[tenants]]` do not apply).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Idempotency store URL: memory:// | sqlite://PATH
+    #[arg(long)]
+    store: Option<String>,
+    /// dev (keyless commands run without deduplication) or production (commands need a key).
+    #[arg(long)]
+    mode: Option<Mode>,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[derive(clap::Args)]
+struct LogArgs {
+    /// Log line format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logging(args: &LogArgs) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&args.log_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Text => builder.with_ansi(false).init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).init(),
+    }
+}
+
+fn load(path: Option<&PathBuf>) -> Result<Config, ConfigError> {
+    match path {
+        Some(p) => Config::load(p),
+        None => Ok(Config::default()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { file } => {
+            match Config::load(&file).and_then(|c| oncerpc::check_methods(&c).map(|()| c)) {
+                Ok(cfg) => {
+                    print_summary(&cfg);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("oncerpc: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Serve(args) => serve(args),
+        Command::Stdio(args) => stdio(args),
+    }
+}
+
+/// Command-line flags that override the config file.
+struct Overrides {
+    listen: Option<String>,
+    store: Option<String>,
+    mode: Option<Mode>,
+    worker_threads: Option<usize>,
+}
+
+/// Shared by `serve` and `stdio`: logging, the config with its overrides, the runtime, and
+/// the app (which connects to its store). `Err` is the exit code, the reason already printed.
+fn start(
+    log: &LogArgs,
+    config: Option<&PathBuf>,
+    o: Overrides,
+) -> Result<(tokio::runtime::Runtime, App), ExitCode> {
+    init_logging(log);
+    let mut cfg = load(config).map_err(|e| {
+        eprintln!("oncerpc: {e}");
+        ExitCode::from(2)
+    })?;
+    if let Some(l) = o.listen {
+        cfg.listen = l;
+    }
+    if let Some(s) = o.store {
+        cfg.store.url = s;
+    }
+    if let Some(m) = o.mode {
+        cfg.mode = m;
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = o.worker_threads {
+        builder.worker_threads(n);
+    }
+    let rt = builder.enable_all().build().map_err(|e| {
+        eprintln!("oncerpc: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })?;
+    let app = rt.block_on(App::new(cfg)).map_err(|e| {
+        eprintln!("oncerpc: {e}");
+        ExitCode::from(2)
+    })?;
+    Ok((rt, app))
+}
+
+fn stdio(args: StdioArgs) -> ExitCode {
+    let overrides = Overrides { listen: None, store: args.store, mode: args.mode, worker_threads: Some(2) };
+    let (rt, app) = match start(&args.log, args.config.as_ref(), overrides) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    let max_body = app.config.limits.max_body_bytes;
+    let exit = rt.block_on(async {
+        tracing::info!(methods = app.dispatcher.registry().len(), "oncerpc stdio ready");
+        oncerpc_stdio::run(
+            &app.dispatcher,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            max_body,
+            oncerpc_http::shutdown_signal(),
+        )
+        .await
+    });
+    // tokio's stdin reader is a blocking thread: do not wait for it.
+    rt.shutdown_background();
+    match exit {
+        Ok(oncerpc_stdio::Exit::Clean) => ExitCode::SUCCESS,
+        Ok(oncerpc_stdio::Exit::Unframeable(reason)) => {
+            eprintln!("oncerpc: stopping: {reason}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("oncerpc: writing stdout failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let overrides =
+        Overrides { listen: args.listen, store: args.store, mode: args.mode, worker_threads: None };
+    let (rt, app) = match start(&args.log, args.config.as_ref(), overrides) {
+        Ok(started) => started,
+        Err(code) => return code,
+    };
+    rt.block_on(async move {
+        let listener = match app.bind().await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("oncerpc: cannot listen on {}: {e}", app.config.listen);
+                return ExitCode::FAILURE;
+            }
+        };
+        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(
+            addr = %addr,
+            mode = ?app.config.mode,
+            methods = app.dispatcher.registry().len(),
+            "oncerpc listening on {addr}"
+        );
+        match app.serve(listener, oncerpc_http::shutdown_signal()).await {
+            Ok(()) => {
+                tracing::info!("stopped");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("oncerpc: {e}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn print_summary(cfg: &Config) {
+    println!("config OK");
+    println!("listen      {}", cfg.listen);
+    println!("mode        {:?}", cfg.mode);
+    println!("store       {} (ttl {} s, lease {} ms)", cfg.store.url, cfg.store.ttl_secs, cfg.store.lease_ms);
+    println!(
+        "batch       enabled={} max_size={} max_concurrency={}",
+        cfg.batch.enabled, cfg.batch.max_size, cfg.batch.max_concurrency
+    );
+    println!(
+        "limits      max_body_bytes={} max_in_flight={}",
+        cfg.limits.max_body_bytes, cfg.limits.max_in_flight
+    );
+    println!("demo        {}", if cfg.demo_enabled() { "registered" } else { "off" });
+    for t in &cfg.tenants {
+        println!("tenant      {} ({} api keys)", t.name, t.api_keys.len());
+    }
+    for m in &cfg.methods {
+        let steps: Vec<&str> = m.steps.iter().map(|s| s.name.as_str()).collect();
+        println!(
+            "method      {} kind={} notification_allowed={} timeout_ms={} steps=[{}]",
+            m.name,
+            m.kind.as_str(),
+            m.notification_allowed,
+            cfg.method_timeout_ms(m),
+            steps.join(", ")
+        );
+    }
+}

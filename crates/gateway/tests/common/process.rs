@@ -1,0 +1,115 @@
+//! A real `oncerpc serve` child process on a loopback port.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+pub struct Gateway {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Gateway {
+    /// `oncerpc serve --listen 127.0.0.1:0 <args>`; returns once it is listening.
+    pub fn start(args: &[&str]) -> Gateway {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn oncerpc");
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on ").nth(1) {
+                    let addr = addr.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or("");
+                    if let Ok(a) = addr.parse::<SocketAddr>() {
+                        let _ = tx.send(a);
+                    }
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("oncerpc did not start listening: {:?}", lines.lock().unwrap());
+            }
+        };
+        Gateway { child, addr, stderr: lines }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// SIGKILL: no cleanup, no flush, like a crash.
+    pub fn kill9(&mut self) {
+        self.child.kill().expect("kill -9");
+        self.child.wait().expect("reaped");
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A unique path under the system temp dir (removed with its directory on drop).
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "oncerpc-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// POST a body to /rpc; (status, x-idempotency-status, body).
+pub async fn post(client: &reqwest::Client, gw_url: &str, body: &str) -> (u16, Option<String>, String) {
+    let resp = client
+        .post(format!("{gw_url}/rpc"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("request sent");
+    let status = resp.status().as_u16();
+    let idem = resp.headers().get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    (status, idem, resp.text().await.expect("body"))
+}

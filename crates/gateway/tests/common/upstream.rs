@@ -1,0 +1,121 @@
+//! A real upstream HTTP server for flow tests: counts calls per step, records the headers
+//! it was sent, and can be told to fail or to be slow.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One call an upstream step received.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub step: String,
+    pub body: Value,
+    pub idempotency_key: Option<String>,
+    pub correlation_id: Option<String>,
+}
+
+#[derive(Default)]
+pub struct Behaviour {
+    pub fail: AtomicBool,
+    pub delay_ms: AtomicU64,
+    /// Steps whose calls are slow (all when empty).
+    pub slow_steps: Mutex<Vec<String>>,
+    calls: Mutex<Vec<Call>>,
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub state: Arc<Behaviour>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let state = Arc::new(Behaviour::default());
+        let app = Router::new().route("/{step}", post(step)).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Upstream { addr, state, task }
+    }
+
+    pub fn url(&self, step: &str) -> String {
+        format!("http://{}/{step}", self.addr)
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.state.calls.lock().unwrap().clone()
+    }
+
+    pub fn count(&self, step: &str) -> usize {
+        self.calls().iter().filter(|c| c.step == step).count()
+    }
+
+    pub fn counts(&self) -> HashMap<String, usize> {
+        let mut m = HashMap::new();
+        for c in self.calls() {
+            *m.entry(c.step).or_default() += 1;
+        }
+        m
+    }
+
+    pub fn set_fail(&self, fail: bool) {
+        self.state.fail.store(fail, Ordering::SeqCst);
+    }
+
+    pub fn set_delay(&self, ms: u64, steps: &[&str]) {
+        *self.state.slow_steps.lock().unwrap() = steps.iter().map(|s| s.to_string()).collect();
+        self.state.delay_ms.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Echoes what it got: `{"step": name, "n": calls so far to this step, "input": body}`.
+async fn step(
+    State(st): State<Arc<Behaviour>>,
+    Path(step): Path<String>,
+    headers: HeaderMap,
+    body: String,
+) -> impl IntoResponse {
+    let header = |n: &str| headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let input: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let n = {
+        let mut calls = st.calls.lock().unwrap();
+        calls.push(Call {
+            step: step.clone(),
+            body: input.clone(),
+            idempotency_key: header("x-idempotency-key"),
+            correlation_id: header("x-correlation-id"),
+        });
+        calls.iter().filter(|c| c.step == step).count()
+    };
+    let delay = st.delay_ms.load(Ordering::SeqCst);
+    let slow = {
+        let steps = st.slow_steps.lock().unwrap();
+        steps.is_empty() || steps.contains(&step)
+    };
+    if delay > 0 && slow {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    if st.fail.load(Ordering::SeqCst) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded".to_string());
+    }
+    (StatusCode::OK, json!({ "step": step, "n": n, "input": input }).to_string())
+}

@@ -1,0 +1,70 @@
+//! `POST /rpc`: JSON-RPC 2.0 over HTTP.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use oncerpc_core::generated_id;
+use oncerpc_protocol::{ErrorCode, RpcError};
+
+use crate::{
+    AppState, CORRELATION_HEADER, Door, idempotency_headers, json_response, read_body, request_meta,
+};
+
+pub(crate) async fn rpc(
+    State(st): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let (_admitted, tenant) = match st.guard(Door::Rpc, &headers, uri.query()) {
+        Ok(g) => g,
+        Err(resp) => return *resp,
+    };
+    let bytes = match read_body(body, &headers, st.config.max_body_bytes, too_large).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let meta = match request_meta(&headers, tenant) {
+        Ok(m) => m,
+        Err(e) => return bad_request(&e),
+    };
+    if meta.idempotency_key.is_some() && is_batch(&bytes) {
+        // One key for many commands is ambiguous (DESIGN §3): keys go in each entry's params.
+        return bad_request(&RpcError::with_message(
+            ErrorCode::InvalidRequest,
+            "an idempotency key header cannot apply to a batch: put params.idempotency_key in each entry",
+        ));
+    }
+    let reply = st.dispatcher.handle(&bytes, &meta).await;
+    let mut resp = match reply.body {
+        Some(body) => json_response(StatusCode::OK, body, Some(&reply.correlation_id)),
+        None => {
+            let mut resp = StatusCode::NO_CONTENT.into_response();
+            if let Ok(v) = reply.correlation_id.parse() {
+                resp.headers_mut().insert(CORRELATION_HEADER, v);
+            }
+            resp
+        }
+    };
+    idempotency_headers(&mut resp, reply.idempotency.as_ref());
+    resp
+}
+
+fn too_large(limit: usize) -> Response {
+    let err = RpcError::with_message(
+        ErrorCode::InvalidRequest,
+        format!("Request body too large: the limit is {limit} bytes (limits.max_body_bytes)"),
+    );
+    json_response(StatusCode::PAYLOAD_TOO_LARGE, oncerpc_protocol::error_body(&err), Some(&generated_id()))
+}
+
+fn is_batch(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[')
+}
+
+fn bad_request(err: &RpcError) -> Response {
+    json_response(StatusCode::BAD_REQUEST, oncerpc_protocol::error_body(err), Some(&generated_id()))
+}

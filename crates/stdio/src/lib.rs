@@ -1,0 +1,91 @@
+//! # oncerpc-stdio
+//!
+//! The stdio daemon (DESIGN §5): the same registry, policy and idempotency as the HTTP door,
+//! behind framed JSON-RPC on stdin/stdout ([`framing`]).
+//!
+//! * Only protocol frames are written to the output; logs go to stderr.
+//! * Sequential: a request is answered (and flushed) before the next is read, so answers
+//!   come in request order. Notifications are never answered (but the fail-fast policy
+//!   still answers a refused one with `-32600`, `id: null`).
+//! * EOF, SIGTERM or SIGINT: the request in hand is finished, the output flushed, and
+//!   [`run`] returns [`Exit::Clean`].
+
+pub mod framing;
+
+use std::future::Future;
+
+use oncerpc_core::{Dispatcher, RequestMeta};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+pub use framing::{Frame, FrameReader, Framing, ReadError};
+
+/// How the loop ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// EOF or a shutdown signal between requests.
+    Clean,
+    /// The input could not be framed any more (the reason was logged to stderr).
+    Unframeable(String),
+}
+
+/// Serve frames from `input` to `output` until EOF, `shutdown`, or unframeable input.
+pub async fn run<R, W>(
+    dispatcher: &Dispatcher,
+    input: R,
+    mut output: W,
+    max_body: usize,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<Exit>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let meta = RequestMeta::default();
+    let mut reader = FrameReader::new(input, max_body);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut out = Vec::with_capacity(4096);
+    loop {
+        // Waiting for input is the only place a signal interrupts; a request in hand is
+        // always finished and answered first.
+        let frame = tokio::select! {
+            biased;
+            frame = reader.next() => frame,
+            () = &mut shutdown => {
+                tracing::info!("shutdown signal: exiting after the last answer");
+                output.flush().await?;
+                return Ok(Exit::Clean);
+            }
+        };
+        let framing = reader.framing().unwrap_or(Framing::Ndjson);
+        out.clear();
+        match frame {
+            Ok(Frame::Message(body)) => {
+                let reply = dispatcher.handle(&body, &meta).await;
+                if let Some(body) = reply.body {
+                    framing.encode(&body, &mut out);
+                }
+            }
+            Ok(Frame::Bad(err)) => {
+                tracing::info!(error = %err, "bad frame");
+                framing.encode(&oncerpc_protocol::error_body(&err), &mut out);
+            }
+            Err(ReadError::Eof) => {
+                output.flush().await?;
+                return Ok(Exit::Clean);
+            }
+            Err(ReadError::Fatal { reason, answer }) => {
+                if let Some(err) = answer {
+                    framing.encode(&oncerpc_protocol::error_body(&err), &mut out);
+                    output.write_all(&out).await?;
+                }
+                output.flush().await?;
+                tracing::error!(%reason, "stdin cannot be framed any more");
+                return Ok(Exit::Unframeable(reason));
+            }
+        }
+        if !out.is_empty() {
+            output.write_all(&out).await?;
+            output.flush().await?;
+        }
+    }
+}
