@@ -91,5 +91,5 @@ fi
 
 # One build, one run for the whole workspace: unit, integration and property tests, and the
 # benchmarks compiled and run once each in test mode; then the doc tests.
-cargo test --workspace --all-targets "$@"
+cargo test --workspace --all-targets --no-fail-fast "$@"
 cargo test --workspace --doc

@@ -73,7 +73,7 @@ async fn async_event_running_at_kill_9_completes_after_restart_and_its_last_step
     assert_eq!(resp.status().as_u16(), 200);
     let event_id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
     // Kill while the last step is in flight.
-    for _ in 0..400 {
+    for _ in 0..2000 {
         if up.count("confirm") == 1 {
             break;
         }
@@ -141,7 +141,15 @@ async fn one_structured_log_line_per_request_and_never_the_api_key() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The access-log lines are written after the responses; wait for both (bounded).
+    let request_line_count =
+        |lines: &[String]| lines.iter().filter(|l| l.contains(r#""message":"request""#)).count();
+    for _ in 0..1000 {
+        if request_line_count(&gw.stderr.lock().unwrap()) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let lines = gw.stderr.lock().unwrap().clone();
     assert!(lines.iter().all(|l| !l.contains(KEY)), "an API key reached the logs");
     let events: Vec<Value> = lines.iter().filter_map(|l| serde_json::from_str(l).ok()).collect();

@@ -328,23 +328,38 @@ pub async fn serve(
 }
 
 /// Resolves on the first SIGTERM or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+///
+/// The handlers are installed when this function is called, not when the future is first
+/// polled: a signal that arrives while the first request is being handled (before anything
+/// awaits the future) is then caught rather than killing the process with the default action.
+/// Call it inside the runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        let install = |kind: SignalKind, name: &'static str| {
+            signal(kind).inspect_err(|e| tracing::warn!(error = %e, "cannot install the {name} handler")).ok()
+        };
+        let term = install(SignalKind::terminate(), "SIGTERM");
+        let int = install(SignalKind::interrupt(), "SIGINT");
+        async move {
+            async fn received(signal: Option<Signal>) {
+                match signal {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
+            tokio::select! {
+                () = received(int) => tracing::info!("SIGINT received, shutting down"),
+                () = received(term) => tracing::info!("SIGTERM received, shutting down"),
+            }
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("SIGINT received, shutting down"),
-        () = term => tracing::info!("SIGTERM received, shutting down"),
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("Ctrl-C received, shutting down");
     }
 }

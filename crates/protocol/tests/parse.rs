@@ -334,18 +334,16 @@ fn method_strings_are_checked_like_any_string() {
 }
 
 #[test]
-fn many_distinct_unknown_members_parse_in_linear_time() {
+fn many_distinct_unknown_members_parse_and_a_late_duplicate_is_found() {
     // Regression: duplicate detection compared every unknown member name with every earlier
-    // one; ~110,000 members (1 MiB) took ~8 s of CPU in a release build.
+    // one; ~110,000 members (1 MiB) took ~8 s of CPU in a release build (minutes in this debug
+    // test). No clock here: the quadratic version makes the suite visibly stall instead.
     let mut body = String::from(r#"{"jsonrpc":"2.0","method":"m","id":1"#);
     for i in 0..120_000u32 {
         body.push_str(&format!(",\"{i:x}\":0"));
     }
     body.push('}');
-    let started = std::time::Instant::now();
     valid(single(&body));
-    let took = started.elapsed();
-    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
     // ...and a duplicate at the very end is still found.
     body.pop();
     body.push_str(r#","0":1}"#);
