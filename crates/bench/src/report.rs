@@ -230,9 +230,8 @@ pub fn build(
         notes.push(format!(
             "{unrecorded} executions in {runs_with} new-key runs were requests still in flight when wrk stopped \
              and closed its connections: they ran once and their outcome was stored (the demo counter / \
-             upstream moved), but they are missing from oncerpc_idempotency_total and \
-             oncerpc_requests_total (and from the access log): a request whose client disconnects is \
-             finished but not counted"
+             upstream moved); oncerpc counts and logs such a request with outcome client_closed, not in \
+             oncerpc_idempotency_total"
         ));
     }
     Report { meta, rows, ratios, processes, skipped, notes, problems, clean, runs: runs.to_vec() }

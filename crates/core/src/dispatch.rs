@@ -206,9 +206,7 @@ impl Dispatcher {
                 return (outcome, None);
             };
             tracing::Span::current().record("kind", m.spec.kind.as_str());
-            let (outcome, info) = self.execute(m, params, cid.clone(), meta, None, started).await;
-            self.observe(Some(m), &outcome, info.as_ref(), started.elapsed());
-            (outcome, info)
+            self.execute_observed(m, params, cid.clone(), meta, None, started).await
         };
         let (outcome, info) = run.instrument(span).await;
         (outcome, info, cid)
@@ -398,9 +396,30 @@ impl Dispatcher {
             return None;
         }
 
-        let (outcome, idempotency) = self.execute(method, req.params, cid, meta, local, started).await;
-        self.observe(Some(method), &outcome, idempotency.as_ref(), started.elapsed());
+        let (outcome, idempotency) =
+            self.execute_observed(method, req.params, cid, meta, local, started).await;
         Some(Answer { id: req.id, outcome, idempotency })
+    }
+
+    /// [`execute`](Self::execute), then the log line and metrics of the answer. When the
+    /// future is dropped first (the client hung up: hyper drops the request's future), the
+    /// request is logged and counted with outcome `client_closed` instead, so every request
+    /// shows up once. A command that was claimed still runs to the end in its own task and
+    /// its outcome is stored (`run_recorded`).
+    async fn execute_observed(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyInfo>) {
+        let mut unanswered = Unanswered { dispatcher: self, method, started, armed: true };
+        let (outcome, idempotency) = self.execute(method, params, cid, meta, local, started).await;
+        unanswered.armed = false;
+        self.observe(Some(method), &outcome, idempotency.as_ref(), started.elapsed());
+        (outcome, idempotency)
     }
 
     /// The one log line and the metrics of an answered request (DESIGN §7).
@@ -678,6 +697,29 @@ impl Dispatcher {
         }
     }
 }
+
+/// Logs and counts a request whose future was dropped before it had an answer (see
+/// [`Dispatcher::execute_observed`]). Dropped inside the request's span, so the log line
+/// carries its correlation id.
+struct Unanswered<'a> {
+    dispatcher: &'a Dispatcher,
+    method: &'a Method,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let elapsed = self.started.elapsed();
+            tracing::info!(duration_us = elapsed.as_micros() as u64, outcome = CLIENT_CLOSED, "request");
+            self.dispatcher.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
+        }
+    }
+}
+
+/// The `outcome` of a request whose client went away before the answer (nginx's 499).
+pub const CLIENT_CLOSED: &str = "client_closed";
 
 /// An outcome as it is stored.
 pub(crate) fn stored_outcome(outcome: &Outcome) -> StoredOutcome {

@@ -34,7 +34,7 @@ impl Metrics {
         let requests = IntCounterVec::new(
             Opts::new(
                 "oncerpc_requests_total",
-                "Requests answered, by method, kind and outcome (ok or the error code)",
+                "Requests answered, by method, kind and outcome (ok, the error code, or client_closed: the client went away first)",
             ),
             &["method", "kind", "outcome"],
         )
@@ -90,6 +90,11 @@ impl Metrics {
     pub(crate) fn request(&self, method: &str, kind: &str, outcome: &str, elapsed: Duration) {
         self.requests.with_label_values(&[method, kind, outcome]).inc();
         self.latency.with_label_values(&[method]).observe(elapsed.as_secs_f64());
+    }
+
+    /// A request whose client went away before the answer: counted, no latency sample.
+    pub(crate) fn client_closed(&self, method: &str, kind: &str) {
+        self.requests.with_label_values(&[method, kind, crate::dispatch::CLIENT_CLOSED]).inc();
     }
 
     pub(crate) fn idempotency(&self, method: &str, status: &str) {

@@ -142,6 +142,62 @@ async fn in_flight_command_answers_processing_then_duplicate() {
     assert_eq!(after.body, first.body);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_hangs_up_is_counted_as_client_closed_and_its_command_still_completes_once() {
+    use tokio::io::AsyncWriteExt;
+    let s = TestServer::start().await;
+    let body = json!({"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":300,"idempotency_key":"gone-1"},"id":"g"})
+        .to_string();
+    let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let head = format!(
+        "POST /rpc HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(body.as_bytes()).await.unwrap();
+    s.wait_processing("default", "demo.sleep", "gone-1").await;
+    drop(conn); // the client hangs up mid-execution
+
+    // `oncerpc_requests_total` of demo.sleep, by outcome.
+    let count = |metrics: &str, outcome: &str| -> Option<String> {
+        let want = format!(r#"outcome="{outcome}""#);
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("oncerpc_requests_total{")
+                    && l.contains(r#"method="demo.sleep""#)
+                    && l.contains(&want)
+            })
+            .and_then(|l| l.rsplit(' ').next().map(str::to_owned))
+    };
+    let mut metrics = String::new();
+    for _ in 0..500 {
+        metrics = s.get("/metrics").await.body;
+        if count(&metrics, "client_closed").is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        count(&metrics, "client_closed").as_deref(),
+        Some("1"),
+        "the hang-up is counted once: {metrics}"
+    );
+    // (The `ok` series exists from registration on: its handle is resolved once.)
+    assert_eq!(count(&metrics, "ok").as_deref(), Some("0"), "and not as answered: {metrics}");
+    // The command ran to the end anyway; its outcome was stored: a retry replays it.
+    let mut retry = s.post(body.clone()).await;
+    for _ in 0..500 {
+        if retry.header("x-idempotency-status") != Some("processing") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        retry = s.post(body.clone()).await;
+    }
+    assert_eq!(retry.header("x-idempotency-status"), Some("duplicate"), "{}", retry.body);
+    assert_eq!(retry.json(), json!({"jsonrpc":"2.0","result":{"slept_ms":300},"id":"g"}));
+}
+
 #[tokio::test]
 async fn failed_command_is_replayed_then_force_retried_then_refused() {
     let s = TestServer::start().await;

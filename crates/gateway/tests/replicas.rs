@@ -136,7 +136,7 @@ async fn another_replica_takes_over_after_kill_9(store_url: String) {
         })
     };
     // Replica A is executing once the upstream sees its call; then A dies.
-    for _ in 0..400 {
+    for _ in 0..2000 {
         if up.count("charge") == 1 {
             break;
         }
@@ -258,7 +258,7 @@ async fn an_async_event_accepted_by_one_replica_is_finished_by_another() {
             .await
             .unwrap();
         let id = resp.json::<serde_json::Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
-        for _ in 0..400 {
+        for _ in 0..2000 {
             if up.count("charge") == 1 {
                 break;
             }
