@@ -3,6 +3,7 @@
 //! record that still guards an execution.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -81,21 +82,36 @@ impl Store for MemoryStore {
         let result = (|| {
             let now = now_ms();
             let mut map = self.shard(req.key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
-            let (claim, new) = decide(map.get(req.key), &req, now);
-            if let Some(rec) = new {
-                if map.len() >= self.per_shard_capacity && !map.contains_key(req.key) {
-                    map.retain(|_, r| r.expires_at_ms > now);
-                    if map.len() >= self.per_shard_capacity {
-                        // Evicting a live record would let its key execute again: refuse.
-                        tracing::error!(
-                            capacity = self.per_shard_capacity * self.shards.len(),
-                            "memory store full of live records: refusing new keys (raise memory://?capacity=N or use sqlite://)"
-                        );
-                        return Err(StoreError::new("memory store is full of live records"));
-                    }
+            // A full shard first drops its expired records; if it is still full, a new key is
+            // refused (evicting a live record would let its key execute again).
+            if map.len() >= self.per_shard_capacity && !map.contains_key(req.key) {
+                map.retain(|_, r| r.expires_at_ms > now);
+                if map.len() >= self.per_shard_capacity {
+                    tracing::error!(
+                        capacity = self.per_shard_capacity * self.shards.len(),
+                        "memory store full of live records: refusing new keys (raise memory://?capacity=N or use sqlite://)"
+                    );
+                    return Err(StoreError::new("memory store is full of live records"));
                 }
-                map.insert(req.key.clone(), rec);
             }
+            // One probe of the table (it is large and mostly out of cache) for the decision
+            // and the write.
+            let claim = match map.entry(req.key.clone()) {
+                Entry::Occupied(mut slot) => {
+                    let (claim, new) = decide(Some(slot.get()), &req, now);
+                    if let Some(rec) = new {
+                        *slot.get_mut() = rec;
+                    }
+                    claim
+                }
+                Entry::Vacant(slot) => {
+                    let (claim, new) = decide(None, &req, now);
+                    if let Some(rec) = new {
+                        slot.insert(rec);
+                    }
+                    claim
+                }
+            };
             Ok(claim)
         })();
         Box::pin(std::future::ready(result))
