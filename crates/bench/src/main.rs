@@ -934,8 +934,11 @@ impl Bench<'_> {
             }
         }
 
-        // 3. The measured run, with the counters and CPU times around it.
-        let before = self.snapshot(&sc, t);
+        // 3. The measured run, with the counters and CPU times around it. oncerpc's counters
+        //    are read once they stand still: requests the warm-up's wrk left in flight (counted
+        //    `client_closed` when oncerpc notices the closed connection) land before them.
+        let before =
+            if t.server == Server::Oncerpc { self.settled_snapshot(&sc, t) } else { self.snapshot(&sc, t) };
         let cpu0 = self.cpu(t);
         let seen0 = self.watch.count();
         let t0 = Instant::now();
@@ -968,7 +971,7 @@ impl Bench<'_> {
 
         // 4. Did oncerpc count what wrk counted?
         if t.server == Server::Oncerpc {
-            let after = self.settled_snapshot(&sc, t, &before);
+            let after = self.settled_snapshot(&sc, t);
             match (before, after) {
                 (Ok(b), Ok(a)) => {
                     let (ok, text) = verify(&sc, rec.wrk.requests, u64::from(conns), &b, &a);
@@ -1110,12 +1113,7 @@ impl Bench<'_> {
 
     /// The counters once requests left in flight by wrk's stop have finished: read until two
     /// reads agree (at most ~2 s).
-    fn settled_snapshot(
-        &self,
-        sc: &Scenario,
-        t: &Target,
-        _before: &Result<Snap, String>,
-    ) -> Result<Snap, String> {
+    fn settled_snapshot(&self, sc: &Scenario, t: &Target) -> Result<Snap, String> {
         std::thread::sleep(Duration::from_millis(200));
         let key = |s: &Snap| {
             (
