@@ -335,6 +335,42 @@ async fn metrics_count_new_and_duplicate() {
 }
 
 #[tokio::test]
+async fn every_batch_entry_is_counted_in_the_metrics_once_the_answer_is_sent() {
+    // A batch's successes are added to the shared metrics once, when the batch ends (not per
+    // entry): the answer must not be sent before they are.
+    let s = TestServer::start().await;
+    let batch = json!([
+        {"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1},
+        {"jsonrpc":"2.0","method":"sum","params":[3,4],"id":2},
+        {"jsonrpc":"2.0","method":"subtract","params":[5,1],"id":3},
+        {"jsonrpc":"2.0","method":"nope","id":4},
+        {"jsonrpc":"2.0","method":"sum","params":[5,6],"id":5}
+    ]);
+    for _ in 0..2 {
+        let a = s.post(batch.to_string()).await;
+        assert_eq!(a.json().as_array().map(Vec::len), Some(5), "{}", a.body);
+    }
+    let m = s.get("/metrics").await;
+    let value = |needle: &str| -> Option<String> {
+        m.body.lines().find(|l| l.starts_with(needle)).and_then(|l| l.rsplit(' ').next()).map(str::to_owned)
+    };
+    assert_eq!(
+        value(r#"oncerpc_requests_total{kind="query",method="sum",outcome="ok"}"#).as_deref(),
+        Some("6")
+    );
+    assert_eq!(value(r#"oncerpc_request_duration_seconds_count{method="sum"}"#).as_deref(), Some("6"));
+    assert_eq!(
+        value(r#"oncerpc_requests_total{kind="query",method="subtract",outcome="ok"}"#).as_deref(),
+        Some("2")
+    );
+    assert_eq!(
+        value(r#"oncerpc_requests_total{kind="unknown",method="unknown",outcome="-32601"}"#).as_deref(),
+        Some("2")
+    );
+    assert_eq!(value("oncerpc_batch_size_count").as_deref(), Some("2"));
+}
+
+#[tokio::test]
 async fn max_in_flight_reached_is_503() {
     let up = Upstream::start().await;
     let mut cfg = gateway_config(&up);
