@@ -1288,26 +1288,19 @@ pub fn verify(sc: &Scenario, requests: u64, conns: u64, before: &Snap, after: &S
     let d = |name: &str, labels: &[(&str, &str)]| {
         prom::value(&after.metrics, name, labels) - prom::value(&before.metrics, name, labels)
     };
-    // Answered with an error: outcomes other than ok and client_closed (a request still in
-    // flight when wrk stopped and closed its connection).
-    let bad = |method: &str| {
+    // Δ oncerpc_requests_total of `method` over the outcomes `keep` accepts.
+    let by_outcome = |method: &str, keep: fn(&str) -> bool| {
         let f = |t: &str| {
             prom::sum(t, "oncerpc_requests_total", |l| {
-                l.contains(&("method", method))
-                    && !l.contains(&("outcome", "ok"))
-                    && !l.contains(&("outcome", "client_closed"))
+                l.contains(&("method", method)) && l.iter().any(|&(k, v)| k == "outcome" && keep(v))
             })
         };
         f(&after.metrics) - f(&before.metrics)
     };
-    let closed = |method: &str| {
-        let f = |t: &str| {
-            prom::sum(t, "oncerpc_requests_total", |l| {
-                l.contains(&("method", method)) && l.contains(&("outcome", "client_closed"))
-            })
-        };
-        f(&after.metrics) - f(&before.metrics)
-    };
+    // Answered with an error: not ok, and not client_closed (a request still in flight when
+    // wrk stopped and closed its connection).
+    let bad = |method: &str| by_outcome(method, |o| o != "ok" && o != "client_closed");
+    let closed = |method: &str| by_outcome(method, |o| o == "client_closed");
     let within = |x: f64, lo: u64, hi: u64| x >= lo as f64 && x <= hi as f64;
     let mut problems = Vec::new();
     let text = match sc {

@@ -15,7 +15,7 @@ use crate::cache::DoneCache;
 use crate::idempotency::{self, IdempotencyConfig, Mode};
 use crate::memory::MemoryStore;
 use crate::method::{Context, IdempotencyStatus, Kind, Method};
-use crate::metrics::Metrics;
+use crate::metrics::{CLIENT_CLOSED, MethodMetrics, Metrics};
 use crate::openrpc;
 use crate::registry::Registry;
 use crate::store::{AcquireKind, Claim, ClaimRequest, RecordKey, Store, StoredOutcome};
@@ -131,33 +131,36 @@ struct BatchLocal {
 struct LocalOk {
     method: Arc<Method>,
     count: u64,
+    ok: prometheus::IntCounter,
     latency: prometheus::local::LocalHistogram,
 }
 
 impl Drop for LocalOk {
     fn drop(&mut self) {
-        if let Some(h) = self.method.metrics.get() {
-            h.ok.inc_by(self.count);
-        }
+        self.ok.inc_by(self.count);
         // `LocalHistogram` flushes itself on drop.
     }
 }
 
 impl BatchLocal {
-    /// Record a successful entry of `method`; `false` when it has no metric handles.
-    fn ok(&self, method: &Arc<Method>, elapsed: Duration) -> bool {
-        let Some(h) = method.metrics.get() else { return false };
+    /// Record a successful entry of `method`, whose metric handles are `h`.
+    fn ok(&self, method: &Arc<Method>, h: &MethodMetrics, elapsed: Duration) {
         let mut ok = self.ok.lock().expect("batch-local lock");
         let i = match ok.iter().position(|o| Arc::ptr_eq(&o.method, method)) {
             Some(i) => i,
             None => {
-                ok.push(LocalOk { method: method.clone(), count: 0, latency: h.latency.local() });
+                let local = LocalOk {
+                    method: method.clone(),
+                    count: 0,
+                    ok: h.ok.clone(),
+                    latency: h.latency.local(),
+                };
+                ok.push(local);
                 ok.len() - 1
             }
         };
         ok[i].count += 1;
         ok[i].latency.observe(elapsed.as_secs_f64());
-        true
     }
 }
 
@@ -461,7 +464,7 @@ impl Dispatcher {
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
-        let mut unanswered = Unanswered { dispatcher: self, method, started, armed: true };
+        let mut unanswered = Unanswered { metrics: &self.metrics, method, started, armed: true };
         let (outcome, idempotency) = self.execute(method, params, cid, meta, local, started).await;
         unanswered.armed = false;
         self.observe(Some(method), &outcome, idempotency.as_ref(), started.elapsed(), local);
@@ -490,13 +493,12 @@ impl Dispatcher {
         match (outcome, handles) {
             (Outcome::Result(_), Some(h)) => {
                 tracing::info!(duration_us, outcome = "ok", "request");
-                let counted = match (batch, method) {
-                    (Some(batch), Some(m)) => batch.ok(m, elapsed),
-                    _ => false,
-                };
-                if !counted {
-                    h.ok.inc();
-                    h.latency.observe(elapsed.as_secs_f64());
+                match (batch, method) {
+                    (Some(batch), Some(m)) => batch.ok(m, h, elapsed),
+                    _ => {
+                        h.ok.inc();
+                        h.latency.observe(elapsed.as_secs_f64());
+                    }
                 }
             }
             (Outcome::Result(_), None) => {
@@ -755,7 +757,7 @@ impl Dispatcher {
 /// [`Dispatcher::execute_observed`]). Dropped inside the request's span, so the log line
 /// carries its correlation id.
 struct Unanswered<'a> {
-    dispatcher: &'a Dispatcher,
+    metrics: &'a Metrics,
     method: &'a Method,
     started: Instant,
     armed: bool,
@@ -766,13 +768,10 @@ impl Drop for Unanswered<'_> {
         if self.armed {
             let elapsed = self.started.elapsed();
             tracing::info!(duration_us = elapsed.as_micros() as u64, outcome = CLIENT_CLOSED, "request");
-            self.dispatcher.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
+            self.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
         }
     }
 }
-
-/// The `outcome` of a request whose client went away before the answer (nginx's 499).
-pub const CLIENT_CLOSED: &str = "client_closed";
 
 /// An outcome as it is stored.
 pub(crate) fn stored_outcome(outcome: &Outcome) -> StoredOutcome {

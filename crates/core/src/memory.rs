@@ -96,22 +96,15 @@ impl Store for MemoryStore {
             }
             // One probe of the table (it is large and mostly out of cache) for the decision
             // and the write.
-            let claim = match map.entry(req.key.clone()) {
-                Entry::Occupied(mut slot) => {
-                    let (claim, new) = decide(Some(slot.get()), &req, now);
-                    if let Some(rec) = new {
-                        *slot.get_mut() = rec;
-                    }
-                    claim
-                }
-                Entry::Vacant(slot) => {
-                    let (claim, new) = decide(None, &req, now);
-                    if let Some(rec) = new {
-                        slot.insert(rec);
-                    }
-                    claim
-                }
+            let slot = map.entry(req.key.clone());
+            let existing = match &slot {
+                Entry::Occupied(o) => Some(o.get()),
+                Entry::Vacant(_) => None,
             };
+            let (claim, new) = decide(existing, &req, now);
+            if let Some(rec) = new {
+                slot.insert_entry(rec);
+            }
             Ok(claim)
         })();
         Box::pin(std::future::ready(result))

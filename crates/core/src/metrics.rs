@@ -15,6 +15,9 @@ pub(crate) struct MethodMetrics {
     pub statuses: [IntCounter; 3],
 }
 
+/// The `outcome` of a request whose client went away before the answer (nginx's 499).
+pub(crate) const CLIENT_CLOSED: &str = "client_closed";
+
 /// The metric families oncerpc exports.
 pub struct Metrics {
     registry: Registry,
@@ -94,7 +97,7 @@ impl Metrics {
 
     /// A request whose client went away before the answer: counted, no latency sample.
     pub(crate) fn client_closed(&self, method: &str, kind: &str) {
-        self.requests.with_label_values(&[method, kind, crate::dispatch::CLIENT_CLOSED]).inc();
+        self.requests.with_label_values(&[method, kind, CLIENT_CLOSED]).inc();
     }
 
     pub(crate) fn idempotency(&self, method: &str, status: &str) {
