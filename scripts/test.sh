@@ -65,6 +65,48 @@ else
   need "Redis on 127.0.0.1:6379"
 fi
 
+# A three-primary Redis Cluster (127.0.0.1:7001-7003), for the Redis store in cluster mode.
+# These nodes are the tests' own: a broken cluster of them is reset and created again.
+CLUSTER_PORTS="7001 7002 7003"
+cluster_ok() { # every node up and agreeing that all slots are served
+  for p in $CLUSTER_PORTS; do
+    redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || return 1
+  done
+}
+cluster_joined() { # every node knows all three
+  for p in $CLUSTER_PORTS; do
+    redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | grep -q '^cluster_known_nodes:3' || return 1
+  done
+}
+if command -v redis-server >/dev/null && ! cluster_ok; then
+  echo "== starting a Redis Cluster on 127.0.0.1:7001-7003"
+  for p in $CLUSTER_PORTS; do
+    if ! redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+      mkdir -p "target/redis-cluster/$p"
+      redis-server --port "$p" --cluster-enabled yes --cluster-config-file "nodes-$p.conf" \
+        --dir "$PWD/target/redis-cluster/$p" --daemonize yes --save "" --appendonly no \
+        --bind 127.0.0.1 --logfile "$PWD/target/redis-cluster/$p/redis.log" || true
+    fi
+  done
+  for p in $CLUSTER_PORTS; do wait_for "Redis on :$p" redis-cli -h 127.0.0.1 -p "$p" ping || true; done
+  # Restarted nodes that know each other (nodes-P.conf) only need a moment to agree; fresh
+  # (or half-made) ones are reset and joined into one cluster.
+  if ! cluster_joined || ! wait_for "Redis Cluster state" cluster_ok; then
+    for p in $CLUSTER_PORTS; do
+      redis-cli -h 127.0.0.1 -p "$p" flushall >/dev/null 2>&1 || true
+      redis-cli -h 127.0.0.1 -p "$p" cluster reset hard >/dev/null 2>&1 || true
+    done
+    redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
+      --cluster-replicas 0 --cluster-yes >/dev/null || true
+    wait_for "Redis Cluster state" cluster_ok || true
+  fi
+fi
+if cluster_ok; then
+  export ONCERPC_TEST_REDIS_CLUSTER_URL="redis://127.0.0.1:7001"
+else
+  need "a Redis Cluster on 127.0.0.1:7001-7003"
+fi
+
 pg_ready() { pg_isready -h 127.0.0.1 -p 5432 -q; }
 if ! command -v pg_isready >/dev/null || ! pg_ready; then
   echo "== starting PostgreSQL"

@@ -53,7 +53,8 @@ impl DoneCache {
     pub fn claim(&self, key: &RecordKey, fingerprint: &str, force_retry: bool) -> Option<Claim> {
         let map = self.shard(key).lock().ok()?;
         let e = map.get(key)?;
-        if e.valid_until_ms <= now_ms() {
+        let now = now_ms();
+        if e.valid_until_ms <= now {
             return None;
         }
         Some(if e.fingerprint != fingerprint {
@@ -61,7 +62,7 @@ impl DoneCache {
         } else if force_retry {
             Claim::ForceRetryRefused
         } else {
-            Claim::Done(StoredOutcome::Succeeded(e.result.to_string()))
+            Claim::Done(StoredOutcome::Succeeded(e.result.to_string()), e.valid_until_ms - now)
         })
     }
 

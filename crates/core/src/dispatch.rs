@@ -12,13 +12,14 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Outcome, RawValue, Request
 use tracing::Instrument;
 
 use crate::cache::DoneCache;
+use crate::execution::{Acquired, Executions, Settled, in_progress, lease_for};
 use crate::idempotency::{self, IdempotencyConfig, Mode};
 use crate::memory::MemoryStore;
 use crate::method::{Context, IdempotencyStatus, Kind, Method};
 use crate::metrics::{CLIENT_CLOSED, MethodMetrics, Metrics};
 use crate::openrpc;
 use crate::registry::Registry;
-use crate::store::{AcquireKind, Claim, ClaimRequest, RecordKey, Store, StoredOutcome};
+use crate::store::{Claim, RecordKey, Store, StoredOutcome};
 
 /// Batch rules (DESIGN §1, "Batches").
 #[derive(Debug, Clone)]
@@ -74,13 +75,6 @@ pub(crate) struct Prepared {
     pub ctx: Context,
     /// Set when the execution is guarded by an idempotency record.
     pub keyed: Option<Keyed>,
-}
-
-/// A record this execution owns: its scope, its fencing token, the params' fingerprint.
-struct Claimed {
-    record_key: RecordKey,
-    token: u64,
-    fingerprint: String,
 }
 
 pub(crate) struct Keyed {
@@ -194,8 +188,8 @@ pub struct Dispatcher {
     pub(crate) metrics: Metrics,
     /// Async events executing in this process (not to be resumed by its own scanner).
     pub(crate) running_events: Mutex<std::collections::HashSet<String>>,
-    /// Succeeded records known to this process (`None` for the memory store).
-    done_cache: Option<Arc<DoneCache>>,
+    /// Keyed executions: claims, leases, outcomes, and the tasks shutdown waits for.
+    pub(crate) exec: Arc<Executions>,
 }
 
 impl Dispatcher {
@@ -210,6 +204,8 @@ impl Dispatcher {
         let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
         let done_cache = store.cache_successes().then(|| Arc::new(DoneCache::new(100_000)));
         let metrics = Metrics::new();
+        let exec =
+            Arc::new(Executions::new(store.clone(), done_cache, metrics.clone(), config.idempotency.ttl));
         for m in registry.iter() {
             let _ = m.metrics.set(metrics.for_method(&m.name, m.spec.kind.as_str()));
         }
@@ -220,7 +216,7 @@ impl Dispatcher {
             store,
             metrics,
             running_events: Mutex::new(Default::default()),
-            done_cache,
+            exec,
         }
     }
 
@@ -263,6 +259,14 @@ impl Dispatcher {
 
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+
+    /// Graceful shutdown of the executions (call after the front door stopped accepting):
+    /// wait up to `grace` for every execution this dispatcher started — commands whose client
+    /// left, async events, outcomes still being written — then log each record left
+    /// `processing`. Returns how many were left.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.exec.shutdown(grace).await
     }
 
     pub fn registry(&self) -> &Registry {
@@ -534,14 +538,19 @@ impl Dispatcher {
             idempotency_status: None,
             return_step: meta.return_step.clone(),
         };
-        // Params are only turned into a Value when a schema or the engine needs one.
+        // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {
             return Ok(Prepared { ctx, keyed: None });
         }
-        let mut value = parse_value(params)?;
-        let command = if guarded { Some(idempotency::command_params(&mut value)?) } else { None };
-        // `value` has lost its reserved members here: the schema never sees them.
+        // The engine reads the raw text (a Value has lost big and decimal numbers' exact
+        // value): reserved members, the fingerprint, duplicate members refused (-32600).
+        let command = if guarded { Some(idempotency::command_params(params)?) } else { None };
         if let Some(validator) = &method.validator {
+            let mut value = parse_value(params)?;
+            if guarded {
+                // The schema never sees the reserved members.
+                idempotency::remove_reserved(&mut value);
+            }
             validate_schema(validator, &value)?;
         }
         let Some(command) = command else { return Ok(Prepared { ctx, keyed: None }) };
@@ -639,7 +648,14 @@ impl Dispatcher {
         (shared.outcome, status.map(|status| IdempotencyInfo { key, status }))
     }
 
+    /// The lease of `method`'s executions.
+    pub(crate) fn lease(&self, method: &Method) -> Duration {
+        lease_for(self.config.idempotency.lease, method.spec.timeout)
+    }
+
     /// Claim the record of a keyed command and act on the answer (DESIGN §3 "Outcomes").
+    /// From the claim on, everything runs in a task of its own (spawned first): a client that
+    /// hangs up cannot leave a claim that nobody runs, nor cut an execution or its record short.
     async fn claim_and_run(
         &self,
         method: &Arc<Method>,
@@ -650,106 +666,66 @@ impl Dispatcher {
     ) -> (Outcome, Option<IdempotencyStatus>) {
         let record_key =
             RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
-        let claim = match self.claim(method, &record_key, &keyed.fingerprint, keyed.force_retry).await {
-            Ok(c) => c,
-            Err(e) => return (Outcome::Error(e), None),
-        };
-        match claim {
-            Claim::Acquired { token, kind } => {
-                if kind == AcquireKind::TakeOver {
-                    tracing::warn!(token, "lease expired: taking over an abandoned execution");
-                }
-                ctx.idempotency_status = Some(IdempotencyStatus::New);
-                let claimed = Claimed { record_key, token, fingerprint: keyed.fingerprint.clone() };
-                let outcome = self.run_recorded(method, params, ctx, claimed, started).await;
-                (outcome, Some(IdempotencyStatus::New))
-            }
-            Claim::InProgress { retry_after_ms } => (
-                Outcome::Error(
-                    RpcError::new(ErrorCode::RequestInProgress)
-                        .data(serde_json::json!({ "retry_after_ms": retry_after_ms })),
-                ),
-                Some(IdempotencyStatus::Processing),
-            ),
-            Claim::Done(stored) => (replay(&stored), Some(IdempotencyStatus::Duplicate)),
-            Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
-            Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
+        if let Some(known) = self.exec.known(&record_key, &keyed.fingerprint, keyed.force_retry) {
+            return answer(known);
         }
-    }
-
-    /// Claim a record; a store error is logged, counted and becomes `-32004`.
-    pub(crate) async fn claim(
-        &self,
-        method: &Method,
-        record_key: &RecordKey,
-        fingerprint: &str,
-        force_retry: bool,
-    ) -> Result<Claim, RpcError> {
-        let cfg = &self.config.idempotency;
-        // A lease always outlives the handler's deadline (the gateway's config check refuses
-        // a shorter one; an embedder's is stretched).
-        let lease = if cfg.lease > method.spec.timeout {
-            cfg.lease
-        } else {
-            method.spec.timeout + Duration::from_secs(1)
-        };
-        if let Some(hit) =
-            self.done_cache.as_ref().and_then(|c| c.claim(record_key, fingerprint, force_retry))
-        {
-            return Ok(hit);
-        }
-        let req = ClaimRequest { key: record_key, fingerprint, force_retry, lease, ttl: cfg.ttl };
-        let claim = self.store.claim(req).await.map_err(|e| {
-            self.metrics.store_error(self.store.name());
-            tracing::error!(store = self.store.name(), error = %e, "idempotency store unavailable: command not run");
-            RpcError::new(ErrorCode::StoreUnavailable)
-        })?;
-        if let (Claim::Done(outcome), Some(cache)) = (&claim, &self.done_cache) {
-            cache.insert(record_key, fingerprint, outcome, cfg.ttl);
-        }
-        Ok(claim)
-    }
-
-    /// Execute a claimed command in its own task (so a client that hangs up cannot cancel
-    /// it half-way) and record the outcome under the claim's fencing token.
-    async fn run_recorded(
-        &self,
-        method: &Arc<Method>,
-        params: Option<&RawValue>,
-        ctx: Context,
-        claimed: Claimed,
-        started: Instant,
-    ) -> Outcome {
-        let Claimed { record_key, token, fingerprint } = claimed;
+        let exec = self.exec.clone();
         let method = method.clone();
         let params: Option<Box<RawValue>> = params.map(|p| p.to_owned());
-        let store = self.store.clone();
-        let ttl = self.config.idempotency.ttl;
-        let cache = self.done_cache.clone();
-        let task = tokio::spawn(
+        let (fingerprint, force_retry) = (keyed.fingerprint.clone(), keyed.force_retry);
+        let lease = self.lease(&method);
+        // The task answers through `reply` as soon as it can (after the first write of the
+        // outcome), and goes on storing it if that write failed.
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        self.exec.spawn(
             async move {
-                let outcome = run_handler(&method, ctx, params.as_deref(), started).await;
-                if matches!(&outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
-                    // Rejected by the handler's own params check: no record (DESIGN §3).
-                    if let Err(e) = store.release(&record_key, token).await {
-                        tracing::error!(error = %e, "could not release the claim of a rejected command");
-                    }
-                    return outcome;
-                }
-                let stored = stored_outcome(&outcome);
-                if record(&*store, &record_key, token, &stored, ttl).await
-                    && let Some(cache) = cache
+                let deadline = started + method.spec.timeout;
+                let token = match exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline).await
                 {
-                    cache.insert(&record_key, &fingerprint, &stored, ttl);
-                }
-                outcome
+                    Err(e) => return drop(reply.send((Outcome::Error(e), None))),
+                    Ok(Acquired::Not(claim)) => return drop(reply.send(answer(claim))),
+                    Ok(Acquired::Owner { token, .. }) => token,
+                };
+                ctx.idempotency_status = Some(IdempotencyStatus::New);
+                let work = run_handler(&method, ctx, params.as_deref(), started);
+                let early = |outcome: &Outcome, settled: &Settled| {
+                    let _ = reply.send(owner_answer(outcome, settled));
+                };
+                exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
             }
             .in_current_span(),
         );
-        match task.await {
-            Ok(outcome) => outcome,
-            Err(e) => Outcome::Error(RpcError::internal(format_args!("execution task failed: {e}"))),
+        match answered.await {
+            Ok(answered) => answered,
+            Err(_) => {
+                (Outcome::Error(RpcError::internal("the execution task ended without an answer")), None)
+            }
         }
+    }
+}
+
+/// The answer of the request whose execution owned the record.
+fn owner_answer(outcome: &Outcome, settled: &Settled) -> (Outcome, Option<IdempotencyStatus>) {
+    match settled {
+        Settled::Stored | Settled::Released | Settled::Storing => {
+            (outcome.clone(), Some(IdempotencyStatus::New))
+        }
+        // Fenced out: this execution's result is not the key's outcome.
+        Settled::Fenced(Some(current)) => (replay(current), Some(IdempotencyStatus::Duplicate)),
+        Settled::Fenced(None) => (Outcome::Error(in_progress(1000)), Some(IdempotencyStatus::Processing)),
+    }
+}
+
+/// The answer to a claim this request did not acquire.
+fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
+    match claim {
+        Claim::InProgress { retry_after_ms } => {
+            (Outcome::Error(in_progress(retry_after_ms)), Some(IdempotencyStatus::Processing))
+        }
+        Claim::Done(stored, _) => (replay(&stored), Some(IdempotencyStatus::Duplicate)),
+        Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
+        Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
+        Claim::Acquired { .. } => (Outcome::Error(RpcError::internal("an acquired claim was not run")), None),
     }
 }
 
@@ -771,40 +747,6 @@ impl Drop for Unanswered<'_> {
             self.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
         }
     }
-}
-
-/// An outcome as it is stored.
-pub(crate) fn stored_outcome(outcome: &Outcome) -> StoredOutcome {
-    match outcome {
-        Outcome::Result(r) => StoredOutcome::Succeeded(r.get().to_owned()),
-        Outcome::Error(e) => StoredOutcome::Failed(e.to_json().get().to_owned()),
-    }
-}
-
-/// Store an outcome, retrying briefly: a lost write would let a retry execute again.
-/// `true` when the outcome landed under this token.
-pub(crate) async fn record(
-    store: &dyn Store,
-    key: &RecordKey,
-    token: u64,
-    stored: &StoredOutcome,
-    ttl: Duration,
-) -> bool {
-    for attempt in 0..3u32 {
-        match store.complete(key, token, stored, ttl).await {
-            Ok(true) => return true,
-            Ok(false) => {
-                tracing::warn!(token, "outcome not recorded: the lease was taken over by a newer execution");
-                return false;
-            }
-            Err(e) => {
-                tracing::error!(attempt, error = %e, "could not record the outcome");
-                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
-            }
-        }
-    }
-    tracing::error!("outcome lost: a retry after the lease expires will execute again");
-    false
 }
 
 /// A stored outcome as it is answered again, byte for byte.

@@ -8,15 +8,19 @@
 //! once the dead owner's lease has expired, and only for one claimant.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
-use crate::dispatch::{Dispatcher, RequestMeta, generated_id, record, replay, run_handler, stored_outcome};
+use crate::dispatch::{Dispatcher, RequestMeta, generated_id, run_handler};
+use crate::execution::{Acquired, Settled, stored_outcome};
 use crate::method::{Context, IdempotencyStatus, Method};
-use crate::store::{AcquireKind, Claim, Event, EventStatus, RecordKey, StoredOutcome, now_ms};
+use crate::store::{Claim, Event, EventStatus, RecordKey, StoreError, StoredOutcome, now_ms};
+
+/// Pending events read per page by the resume scanner.
+const RESUME_PAGE: usize = 100;
 
 /// The answer to an async submission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +50,51 @@ pub fn event_id(record: &RecordKey) -> String {
     id
 }
 
+/// What an accepted submission needs to become an event.
+struct Submission {
+    method: Arc<Method>,
+    record: RecordKey,
+    fingerprint: String,
+    force_retry: bool,
+    params: Option<String>,
+    return_step: Option<String>,
+    tags: Vec<String>,
+    cid: Arc<str>,
+    /// When the request arrived: the execution's deadline counts from here, like its lease.
+    started: Instant,
+}
+
+impl Submission {
+    fn event(
+        &self,
+        id: &str,
+        token: u64,
+        status: EventStatus,
+        outcome: Option<StoredOutcome>,
+        ttl: Duration,
+    ) -> Event {
+        let now = now_ms();
+        Event {
+            id: id.to_owned(),
+            record: self.record.clone(),
+            fingerprint: self.fingerprint.clone(),
+            params: self.params.clone(),
+            return_step: self.return_step.clone(),
+            tags: self.tags.clone(),
+            status,
+            outcome,
+            created_at_ms: now,
+            updated_at_ms: now,
+            expires_at_ms: now + ttl.as_millis() as u64,
+            token,
+        }
+    }
+}
+
 impl Dispatcher {
     /// Accept an async execution of `method`: validate, claim, store the event, answer.
-    /// The execution continues in a background task.
+    /// The execution continues in a background task. From the claim on, the work runs in a
+    /// task of its own, so a client hanging up cannot leave a claim without its event.
     pub async fn submit(
         self: &Arc<Self>,
         method: &str,
@@ -56,109 +102,102 @@ impl Dispatcher {
         meta: &RequestMeta,
         tags: Vec<String>,
     ) -> Result<Submitted, RpcError> {
+        let started = Instant::now();
         let m = self.registry.get(method).ok_or_else(RpcError::method_not_found)?.clone();
         let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
         let prepared = self.prepare(&m, params, cid.clone(), meta, true)?;
         let keyed = prepared.keyed.expect("async executions are always keyed");
-        let record_key = RecordKey::new(meta.tenant.clone(), m.name.clone(), keyed.key.clone());
-        let id = event_id(&record_key);
-        let submitted = |status| Submitted {
-            event_id: id.clone(),
-            key: keyed.key.clone(),
-            status,
-            synthetic_key: keyed.synthetic,
+        let record = RecordKey::new(meta.tenant.clone(), m.name.clone(), keyed.key.clone());
+        let id = event_id(&record);
+        let sub = Submission {
+            method: m.clone(),
+            record,
+            fingerprint: keyed.fingerprint.clone(),
+            force_retry: keyed.force_retry,
+            params: params.map(|p| p.get().to_owned()),
+            return_step: meta.return_step.as_deref().map(str::to_owned),
+            tags,
+            cid,
+            started,
         };
-        let status = match self.claim(&m, &record_key, &keyed.fingerprint, keyed.force_retry).await? {
-            Claim::Acquired { token, kind } => {
-                let now = now_ms();
-                let event = Event {
-                    id: id.clone(),
-                    record: record_key.clone(),
-                    fingerprint: keyed.fingerprint.clone(),
-                    params: params.map(|p| p.get().to_owned()),
-                    return_step: meta.return_step.as_deref().map(str::to_owned),
-                    tags,
-                    status: EventStatus::Processing,
-                    outcome: None,
-                    created_at_ms: now,
-                    updated_at_ms: now,
-                    expires_at_ms: now + self.config.idempotency.ttl.as_millis() as u64,
-                };
-                if kind == AcquireKind::ForceRetry {
+        let this = self.clone();
+        let event_id = id.clone();
+        let status = self
+            .exec
+            .spawn(async move { this.accept(event_id, sub).await })
+            .await
+            .map_err(|e| RpcError::internal(format_args!("submission task failed: {e}")))??;
+        self.metrics.idempotency(&m.name, status.as_str());
+        Ok(Submitted { event_id: id, key: keyed.key, status, synthetic_key: keyed.synthetic })
+    }
+
+    async fn accept(self: Arc<Self>, id: String, sub: Submission) -> Result<IdempotencyStatus, RpcError> {
+        let ttl = self.config.idempotency.ttl;
+        let lease = self.lease(&sub.method);
+        let deadline = sub.started + sub.method.spec.timeout;
+        let claim = match self.exec.known(&sub.record, &sub.fingerprint, sub.force_retry) {
+            Some(known) => Acquired::Not(known),
+            None => {
+                self.exec.acquire(&sub.record, &sub.fingerprint, sub.force_retry, lease, deadline).await?
+            }
+        };
+        match claim {
+            Acquired::Owner { token, kind } => {
+                if kind == crate::store::AcquireKind::ForceRetry {
                     tracing::info!(event_id = %id, "force retry of a failed event");
                 }
+                let event = sub.event(&id, token, EventStatus::Processing, None, ttl);
                 if let Err(e) = self.store.put_event(&event).await {
                     self.metrics.store_error(self.store.name());
                     tracing::error!(error = %e, "could not store the event: not accepted");
-                    let _ = self.store.release(&record_key, token).await;
+                    let _ = self.store.release(&sub.record, token).await;
                     return Err(RpcError::new(ErrorCode::StoreUnavailable));
                 }
-                self.spawn_event(m.clone(), event, token, cid);
-                IdempotencyStatus::New
+                self.spawn_event(sub.method.clone(), event, token, sub.cid.clone(), sub.started);
+                Ok(IdempotencyStatus::New)
             }
-            Claim::InProgress { .. } => IdempotencyStatus::Processing,
-            Claim::Done(outcome) => {
+            Acquired::Not(Claim::InProgress { .. }) => {
+                // The record may be held by a sync call, which writes no event: make one, so
+                // that the event id answered exists and is settled by the resume scanner once
+                // the record is done (its token, 0, is below every owner's).
+                if let Ok(None) = self.store.get_event(&id).await {
+                    let event = sub.event(&id, 0, EventStatus::Processing, None, ttl);
+                    let _ = self.store.put_event(&event).await;
+                }
+                Ok(IdempotencyStatus::Processing)
+            }
+            Acquired::Not(Claim::Done(outcome, _)) => {
                 // The record may have been made by a sync call: make the event readable.
-                self.ensure_finished_event(
-                    &id,
-                    &record_key,
-                    &keyed.fingerprint,
-                    params,
-                    meta,
-                    tags,
-                    &outcome,
-                )
-                .await;
-                IdempotencyStatus::Duplicate
+                match self.store.get_event(&id).await {
+                    Ok(Some(e)) if e.status != EventStatus::Processing => {}
+                    // Finished record, event still marked running: settle it.
+                    Ok(Some(e)) => {
+                        let _ = self.store.finish_event(&id, e.token, &outcome).await;
+                    }
+                    Ok(None) => {
+                        let status = crate::store::status_of(&outcome);
+                        let _ = self.store.put_event(&sub.event(&id, 0, status, Some(outcome), ttl)).await;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not read the event"),
+                }
+                Ok(IdempotencyStatus::Duplicate)
             }
-            Claim::FingerprintMismatch => return Err(RpcError::new(ErrorCode::KeyReused)),
-            Claim::ForceRetryRefused => return Err(RpcError::new(ErrorCode::ForceRetryRefused)),
-        };
-        self.metrics.idempotency(&m.name, status.as_str());
-        Ok(submitted(status))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn ensure_finished_event(
-        &self,
-        id: &str,
-        record_key: &RecordKey,
-        fingerprint: &str,
-        params: Option<&RawValue>,
-        meta: &RequestMeta,
-        tags: Vec<String>,
-        outcome: &StoredOutcome,
-    ) {
-        match self.store.get_event(id).await {
-            Ok(Some(e)) if e.status != EventStatus::Processing => {}
-            Ok(Some(_)) => {
-                // Finished record, event still marked running: the process died in between.
-                let _ = self.store.finish_event(id, outcome).await;
-            }
-            Ok(None) => {
-                let now = now_ms();
-                let event = Event {
-                    id: id.to_owned(),
-                    record: record_key.clone(),
-                    fingerprint: fingerprint.to_owned(),
-                    params: params.map(|p| p.get().to_owned()),
-                    return_step: meta.return_step.as_deref().map(str::to_owned),
-                    tags,
-                    status: crate::store::status_of(outcome),
-                    outcome: Some(outcome.clone()),
-                    created_at_ms: now,
-                    updated_at_ms: now,
-                    expires_at_ms: now + self.config.idempotency.ttl.as_millis() as u64,
-                };
-                let _ = self.store.put_event(&event).await;
-            }
-            Err(e) => tracing::warn!(error = %e, "could not read the event"),
+            Acquired::Not(Claim::FingerprintMismatch) => Err(RpcError::new(ErrorCode::KeyReused)),
+            Acquired::Not(Claim::ForceRetryRefused) => Err(RpcError::new(ErrorCode::ForceRetryRefused)),
+            Acquired::Not(Claim::Acquired { .. }) => Err(RpcError::internal("an acquired claim was not run")),
         }
     }
 
-    /// Run an event's execution in the background, then record its outcome on the record
-    /// and on the event.
-    fn spawn_event(self: &Arc<Self>, method: Arc<Method>, event: Event, token: u64, cid: Arc<str>) {
+    /// Run an event's execution in the background (a tracked task: shutdown waits for it),
+    /// then record its outcome on the record and, if that landed, on the event.
+    fn spawn_event(
+        self: &Arc<Self>,
+        method: Arc<Method>,
+        event: Event,
+        token: u64,
+        cid: Arc<str>,
+        started: Instant,
+    ) {
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
             running.insert(event.id.clone());
@@ -170,7 +209,7 @@ impl Dispatcher {
             method = %method.name,
             tenant = %event.record.tenant,
         );
-        tokio::spawn(
+        self.exec.spawn(
             async move {
                 let params = match event.params.as_deref().map(|p| RawValue::from_string(p.to_owned())) {
                     None => None,
@@ -188,18 +227,25 @@ impl Dispatcher {
                     idempotency_status: Some(IdempotencyStatus::New),
                     return_step: event.return_step.as_deref().map(Arc::from),
                 };
-                let started = std::time::Instant::now();
-                let outcome = run_handler(&method, ctx, params.as_deref(), started).await;
-                let stored = stored_outcome(&outcome);
-                if matches!(&outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
-                    // Rejected by the handler's params check: no record, a failed event.
-                    let _ = this.store.release(&event.record, token).await;
-                } else {
-                    record(&*this.store, &event.record, token, &stored, this.config.idempotency.ttl).await;
-                }
-                if let Err(e) = this.store.finish_event(&event.id, &stored).await {
-                    this.metrics.store_error(this.store.name());
-                    tracing::error!(error = %e, "could not finish the event (it will be finished on resume)");
+                let lease = this.lease(&method);
+                let work = run_handler(&method, ctx, params.as_deref(), started);
+                let (outcome, settled) =
+                    this.exec.run_owned(&event.record, token, &event.fingerprint, lease, work, |_, _| {}).await;
+                match settled {
+                    // Released: the handler refused its params; no record, a failed event.
+                    Settled::Stored | Settled::Released => {
+                        match this.store.finish_event(&event.id, token, &stored_outcome(&outcome)).await {
+                            Ok(true) => {}
+                            Ok(false) => tracing::warn!("event not finished: a newer execution owns it"),
+                            Err(e) => {
+                                this.metrics.store_error(this.store.name());
+                                tracing::error!(error = %e, "could not finish the event (the resume scanner will)");
+                            }
+                        }
+                    }
+                    // The record is another execution's now: so is the event. (`Storing` is
+                    // only ever an early answer, never the final one.)
+                    Settled::Fenced(_) | Settled::Storing => {}
                 }
                 let code = match &outcome {
                     Outcome::Result(_) => "ok".to_string(),
@@ -230,41 +276,59 @@ impl Dispatcher {
         }
     }
 
-    /// One pass over the pending events. Returns how many were (re)started.
-    pub async fn resume_once(self: &Arc<Self>) -> Result<usize, crate::store::StoreError> {
-        let pending = self.store.pending_events(100).await?;
+    /// One pass over every pending event, page by page. Returns how many were (re)started.
+    pub async fn resume_once(self: &Arc<Self>) -> Result<usize, StoreError> {
         let mut started = 0;
-        for event in pending {
-            if self.running_events.lock().map(|r| r.contains(&event.id)).unwrap_or(true) {
-                continue;
+        let mut cursor: Option<String> = None;
+        loop {
+            let (page, next) = self.store.pending_events(cursor.as_deref(), RESUME_PAGE).await?;
+            for event in page {
+                started += usize::from(self.resume(event).await?);
             }
-            let Some(method) = self.registry.get(&event.record.method).cloned() else {
-                // Another replica (or deployment) sharing the store serves this method: its
-                // event is not ours to run, nor to fail.
-                tracing::debug!(event_id = %event.id, method = %event.record.method, "pending event for a method not served here");
-                continue;
-            };
-            match self.claim(&method, &event.record, &event.fingerprint, false).await {
-                Ok(Claim::Acquired { token, kind }) => {
-                    tracing::warn!(event_id = %event.id, ?kind, "resuming an event whose owner is gone");
-                    let cid = Arc::from(event.id.as_str());
-                    self.spawn_event(method, event, token, cid);
-                    started += 1;
-                }
-                Ok(Claim::Done(outcome)) => {
-                    // The execution finished; only the event was not updated.
-                    let _ = replay(&outcome);
-                    self.store.finish_event(&event.id, &outcome).await?;
-                }
-                Ok(Claim::InProgress { .. }) => {}
-                Ok(Claim::FingerprintMismatch) | Ok(Claim::ForceRetryRefused) => {
-                    let err =
-                        StoredOutcome::Failed(RpcError::new(ErrorCode::KeyReused).to_json().get().to_owned());
-                    self.store.finish_event(&event.id, &err).await?;
-                }
-                Err(_) => break,
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return Ok(started),
             }
         }
-        Ok(started)
+    }
+
+    /// Resume one pending event if its owner is gone; settle it if its record is done.
+    async fn resume(self: &Arc<Self>, event: Event) -> Result<bool, StoreError> {
+        if self.running_events.lock().map(|r| r.contains(&event.id)).unwrap_or(true) {
+            return Ok(false);
+        }
+        let Some(method) = self.registry.get(&event.record.method).cloned() else {
+            // Another replica (or deployment) sharing the store serves this method: its
+            // event is not ours to run, nor to fail.
+            tracing::debug!(event_id = %event.id, method = %event.record.method, "pending event for a method not served here");
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let lease = self.lease(&method);
+        let deadline = started + method.spec.timeout;
+        match self.exec.acquire(&event.record, &event.fingerprint, false, lease, deadline).await {
+            Ok(Acquired::Owner { token, kind }) => {
+                tracing::warn!(event_id = %event.id, ?kind, "resuming an event whose owner is gone");
+                if !self.store.restart_event(&event.id, token).await? {
+                    tracing::warn!(event_id = %event.id, "the event has a newer owner; running under the record's token");
+                }
+                let cid = Arc::from(event.id.as_str());
+                self.spawn_event(method, event, token, cid, started);
+                Ok(true)
+            }
+            Ok(Acquired::Not(Claim::Done(outcome, _))) => {
+                // The execution finished; only the event was not updated.
+                self.store.finish_event(&event.id, event.token, &outcome).await?;
+                Ok(false)
+            }
+            Ok(Acquired::Not(Claim::FingerprintMismatch | Claim::ForceRetryRefused)) => {
+                let err =
+                    StoredOutcome::Failed(RpcError::new(ErrorCode::KeyReused).to_json().get().to_owned());
+                self.store.finish_event(&event.id, event.token, &err).await?;
+                Ok(false)
+            }
+            Ok(Acquired::Not(_)) => Ok(false),
+            Err(_) => Err(StoreError::new("the store did not answer a resume claim")),
+        }
     }
 }

@@ -28,8 +28,10 @@
 //! ```
 
 mod cache;
+mod canonical;
 mod dispatch;
 pub mod events;
+mod execution;
 pub mod idempotency;
 mod memory;
 mod method;
@@ -45,6 +47,7 @@ pub use dispatch::{
     RequestMeta, generated_id,
 };
 pub use events::Submitted;
+pub use execution::lease_margin;
 pub use idempotency::{IdempotencyConfig, Mode};
 pub use memory::MemoryStore;
 pub use method::{

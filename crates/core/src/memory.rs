@@ -6,14 +6,16 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::BuildHasher;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
 use crate::method::BoxFuture;
 use crate::store::{
-    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, Store, StoreError, StoredOutcome, decide,
-    decide_complete, may_release, now_ms, status_of,
+    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, Release, Store, StoreError, StoredOutcome,
+    decide, decide_complete, decide_release, decide_renew, now_ms, parse_pending_cursor, pending_cursor,
+    status_of,
 };
 
 /// Most shards: claims on different keys rarely wait for each other, and a shard that grows
@@ -32,6 +34,8 @@ pub struct MemoryStore {
     hasher: RandomState,
     per_shard_capacity: usize,
     events: Mutex<HashMap<String, Event>>,
+    /// One counter for every key: tokens never repeat, whatever was deleted or evicted.
+    tokens: AtomicU64,
 }
 
 impl MemoryStore {
@@ -45,6 +49,7 @@ impl MemoryStore {
             hasher: RandomState::default(),
             per_shard_capacity: capacity.div_ceil(shards).max(1),
             events: Mutex::new(HashMap::new()),
+            tokens: AtomicU64::new(0),
         }
     }
 
@@ -101,11 +106,32 @@ impl Store for MemoryStore {
                 Entry::Occupied(o) => Some(o.get()),
                 Entry::Vacant(_) => None,
             };
-            let (claim, new) = decide(existing, &req, now);
+            let (claim, new) =
+                decide(existing, &req, now, || self.tokens.fetch_add(1, Ordering::Relaxed) + 1);
             if let Some(rec) = new {
                 slot.insert_entry(rec);
             }
             Ok(claim)
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = (|| {
+            let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            let Some(slot) = map.get_mut(key) else { return Ok(false) };
+            match decide_renew(Some(&*slot), token, lease, now_ms()) {
+                Some(rec) => {
+                    *slot = rec;
+                    Ok(true)
+                }
+                None => Ok(false),
+            }
         })();
         Box::pin(std::future::ready(result))
     }
@@ -121,10 +147,11 @@ impl Store for MemoryStore {
             let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
             let Some(slot) = map.get_mut(key) else { return Ok(false) };
             match decide_complete(Some(&*slot), token, outcome, ttl, now_ms()) {
-                Some(rec) => {
+                Some(Some(rec)) => {
                     *slot = rec;
                     Ok(true)
                 }
+                Some(None) => Ok(true),
                 None => Ok(false),
             }
         })();
@@ -134,11 +161,17 @@ impl Store for MemoryStore {
     fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         let result = (|| {
             let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
-            let ok = may_release(map.get(key), token);
-            if ok {
-                map.remove(key);
+            match decide_release(map.get(key), token) {
+                Release::Delete => {
+                    map.remove(key);
+                    Ok(true)
+                }
+                Release::Withdraw(rec) => {
+                    map.insert(key.clone(), rec);
+                    Ok(true)
+                }
+                Release::Refused => Ok(false),
             }
-            Ok(ok)
         })();
         Box::pin(std::future::ready(result))
     }
@@ -169,40 +202,53 @@ impl Store for MemoryStore {
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let result = self.events_lock().map(|mut events| {
-            if let Some(e) = events.get_mut(id) {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = self.events_lock().map(|mut events| match events.get_mut(id) {
+            Some(e) if e.token == token => {
                 e.status = status_of(outcome);
                 e.outcome = Some(outcome.clone());
                 e.updated_at_ms = now_ms();
+                true
             }
+            _ => false,
         });
         Box::pin(std::future::ready(result))
     }
 
-    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        let result = self.events_lock().map(|mut events| {
-            if let Some(e) = events.get_mut(id) {
+    fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = self.events_lock().map(|mut events| match events.get_mut(id) {
+            Some(e) if token > e.token => {
                 e.status = EventStatus::Processing;
                 e.outcome = None;
+                e.token = token;
                 e.updated_at_ms = now_ms();
+                true
             }
+            _ => false,
         });
         Box::pin(std::future::ready(result))
     }
 
-    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<crate::store::PendingPage, StoreError>> {
+        let after = cursor.and_then(parse_pending_cursor);
         let result = self.events_lock().map(|events| {
             let now = now_ms();
-            let mut v: Vec<Event> = events
+            let mut v: Vec<&Event> = events
                 .values()
                 .filter(|e| e.status == EventStatus::Processing && e.expires_at_ms > now)
-                .cloned()
+                .filter(|e| after.is_none_or(|(at, id)| (e.created_at_ms, e.id.as_str()) > (at, id)))
                 .collect();
-            v.sort_by_key(|e| e.created_at_ms);
+            v.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
             v.truncate(limit);
-            v
+            let page: Vec<Event> = v.into_iter().cloned().collect();
+            let next = (page.len() == limit).then(|| page.last().map(pending_cursor)).flatten();
+            (page, next)
         });
         Box::pin(std::future::ready(result))
     }

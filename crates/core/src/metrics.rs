@@ -18,7 +18,8 @@ pub(crate) struct MethodMetrics {
 /// The `outcome` of a request whose client went away before the answer (nginx's 499).
 pub(crate) const CLIENT_CLOSED: &str = "client_closed";
 
-/// The metric families oncerpc exports.
+/// The metric families oncerpc exports (a clone shares the same metrics).
+#[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,

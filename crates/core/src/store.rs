@@ -70,6 +70,19 @@ pub struct Record {
     /// Fencing token of the current (or last) owner.
     pub token: u64,
     pub expires_at_ms: u64,
+    /// An unconfirmed take-over of a processing record (see [`Claim::Acquired`]).
+    pub takeover: Option<TakeOver>,
+}
+
+/// A claimant that found a processing record with an expired lease and asked to take it
+/// over. Until it [`Store::renew`]s with `token`, the previous owner keeps its rights: its
+/// `complete` still lands (and cancels the take-over), its `renew` cancels the take-over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakeOver {
+    pub token: u64,
+    /// Until then, other claimants see the record in progress; after it, another claimant
+    /// may ask for a take-over in its turn.
+    pub until_ms: u64,
 }
 
 /// What a claim asks for.
@@ -86,11 +99,18 @@ pub struct ClaimRequest<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// The caller owns the record and must execute, then `complete` with `token`.
+    ///
+    /// With `kind: TakeOver` the caller does **not** own it yet: it must first
+    /// [`Store::renew`] with `token` (which fails if the previous owner turned out to be
+    /// alive and completed or renewed meanwhile), and only then execute. A take-over claim
+    /// whose claimant gave up (its store call timed out, its deadline passed) therefore
+    /// never fences out a live owner's outcome.
     Acquired { token: u64, kind: AcquireKind },
     /// Someone else is executing; their lease ends in `retry_after_ms`.
     InProgress { retry_after_ms: u64 },
-    /// The execution finished before: replay this.
-    Done(StoredOutcome),
+    /// The execution finished before: replay this. `ttl_left_ms`: how long the record
+    /// still lives (by the store's clock), which bounds any cache of it.
+    Done(StoredOutcome, u64),
     /// The key was used with other params.
     FingerprintMismatch,
     /// Force retry of a success: refused, nothing runs.
@@ -102,7 +122,7 @@ pub enum Claim {
 pub enum AcquireKind {
     /// No live record existed.
     Fresh,
-    /// The previous owner's lease had expired.
+    /// The previous owner's lease had expired. Unconfirmed: [`Store::renew`] first.
     TakeOver,
     /// Force retry of a failed execution.
     ForceRetry,
@@ -165,16 +185,41 @@ pub struct Event {
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
     pub expires_at_ms: u64,
+    /// The fencing token of the execution that owns the event (the record's owner when it
+    /// was written or last restarted; 0 when unknown, e.g. an event made for a record that
+    /// a sync call holds). [`Store::finish_event`] only lands with this token.
+    pub token: u64,
 }
+
+/// A page of [`Store::pending_events`]: the events and the cursor of the next page.
+pub type PendingPage = (Vec<Event>, Option<String>);
 
 /// A durable (or not) home for idempotency records and async events. Every operation is
 /// atomic per key.
+///
+/// Tokens: every store hands out fencing tokens that grow strictly per key, also across the
+/// deletion of its record (release, expiry, sweep, eviction), so a stale owner can never hold
+/// a token that a later owner also holds.
 pub trait Store: Send + Sync + 'static {
     /// Atomically claim `key` (see [`decide`] for the rules).
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>>;
 
+    /// Keep or take ownership (see [`decide_renew`]): for the owner's token, extend the lease
+    /// to `now + lease` (and the record's expiry past it) and cancel an unconfirmed
+    /// take-over — the heartbeat of a live execution; for an unconfirmed take-over's token,
+    /// become the owner with a lease of `now + lease` — the confirmation. `Ok(false)`: the
+    /// token is neither (the record finished, was released, or another owner holds it).
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
     /// Store the outcome of the execution that holds `token`. `Ok(false)`: the token is no
-    /// longer current (fenced out by a take-over); nothing was written.
+    /// longer current (fenced out by a take-over); nothing was written. Idempotent: `Ok(true)`
+    /// again when the same outcome already landed under this token (a retried write whose
+    /// first attempt landed but timed out).
     fn complete<'a>(
         &'a self,
         key: &'a RecordKey,
@@ -184,7 +229,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Drop the processing record held by `token` (an execution that turned out to be a
-    /// validation failure leaves no record). `Ok(false)` when the token is not current.
+    /// validation failure leaves no record); with an unconfirmed take-over's token, cancel
+    /// that take-over (the record stays). `Ok(false)` when the token is neither.
     fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Read a record (expired records read as absent).
@@ -196,18 +242,30 @@ pub trait Store: Send + Sync + 'static {
     /// Read an event (expired events read as absent).
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>>;
 
-    /// Mark an event finished with its outcome (status follows the outcome).
+    /// Mark an event finished with its outcome (status follows the outcome), if `token` is
+    /// the event's token. `Ok(false)`: fenced out (another execution owns the event now) or
+    /// no such event; nothing was written.
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Mark a finished event as running again (force retry of a failed event).
-    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Mark an event as running under `token` (a take-over resuming it, or a force retry of a
+    /// failed event): status processing, no outcome, the event's token set to `token` — only
+    /// if `token` is greater than the event's token. `Ok(false)`: not written.
+    fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>>;
 
-    /// Up to `limit` events still `processing` (oldest first), for resumption.
-    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>>;
+    /// Events still `processing`, oldest first, a page of up to `limit` after `cursor` (an
+    /// opaque value from the previous page; `None` for the first). Returns the page and the
+    /// cursor of the next one (`None`: that was the last page). Every pending event is
+    /// reached by following the cursors, however many there are.
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<PendingPage, StoreError>>;
 
     /// A short name for logs and metrics (`memory`, `sqlite`, …).
     fn name(&self) -> &'static str;
@@ -241,22 +299,42 @@ fn ms(d: Duration) -> u64 {
     d.as_millis().min(u64::MAX as u128) as u64
 }
 
+/// How long an unconfirmed take-over keeps other claimants out: long enough for its
+/// claimant to confirm, short enough that a claimant that gave up delays nobody for long.
+pub fn takeover_window(lease: Duration) -> Duration {
+    lease.min(Duration::from_secs(5))
+}
+
+/// When a record must expire: its TTL from now, but never before its lease ends (a processing
+/// record that expired would read as absent and let a second execution start beside the
+/// first).
+pub fn expiry(now: u64, lease_until_ms: u64, ttl: Duration) -> u64 {
+    (now + ms(ttl)).max(lease_until_ms)
+}
+
 /// The claim state machine, for stores that read-modify-write a record under a lock or a
-/// transaction. Returns the answer and, when the record changes, its new value.
-pub fn decide(existing: Option<&Record>, req: &ClaimRequest<'_>, now: u64) -> (Claim, Option<Record>) {
-    let acquire = |token: u64, kind: AcquireKind| {
+/// transaction. `next_token` hands out the store's next fencing token (strictly growing per
+/// key, across deletions); it is called only when a token is needed. Returns the answer and,
+/// when the record changes, its new value.
+pub fn decide(
+    existing: Option<&Record>,
+    req: &ClaimRequest<'_>,
+    now: u64,
+    next_token: impl FnOnce() -> u64,
+) -> (Claim, Option<Record>) {
+    let owned = |token: u64, kind: AcquireKind| {
+        let lease_until_ms = now + ms(req.lease);
         let record = Record {
             fingerprint: req.fingerprint.to_owned(),
-            state: RecordState::Processing { lease_until_ms: now + ms(req.lease) },
+            state: RecordState::Processing { lease_until_ms },
             token,
-            expires_at_ms: now + ms(req.ttl),
+            expires_at_ms: expiry(now, lease_until_ms, req.ttl),
+            takeover: None,
         };
         (Claim::Acquired { token, kind }, Some(record))
     };
     let Some(rec) = existing.filter(|r| r.expires_at_ms > now) else {
-        // Tokens keep growing across expiry so a stale owner stays fenced out.
-        let token = existing.map_or(1, |r| r.token + 1);
-        return acquire(token, AcquireKind::Fresh);
+        return owned(next_token(), AcquireKind::Fresh);
     };
     if rec.fingerprint != req.fingerprint {
         return (Claim::FingerprintMismatch, None);
@@ -265,36 +343,110 @@ pub fn decide(existing: Option<&Record>, req: &ClaimRequest<'_>, now: u64) -> (C
         RecordState::Processing { lease_until_ms } if *lease_until_ms > now => {
             (Claim::InProgress { retry_after_ms: lease_until_ms - now }, None)
         }
-        RecordState::Processing { .. } => acquire(rec.token + 1, AcquireKind::TakeOver),
+        RecordState::Processing { .. } => match rec.takeover {
+            // Someone asked to take over and may still confirm.
+            Some(t) if t.until_ms > now => (Claim::InProgress { retry_after_ms: t.until_ms - now }, None),
+            _ => {
+                let token = next_token();
+                let until_ms = now + ms(takeover_window(req.lease));
+                let record = Record {
+                    takeover: Some(TakeOver { token, until_ms }),
+                    expires_at_ms: rec.expires_at_ms.max(until_ms),
+                    ..rec.clone()
+                };
+                (Claim::Acquired { token, kind: AcquireKind::TakeOver }, Some(record))
+            }
+        },
         RecordState::Done(StoredOutcome::Succeeded(_)) if req.force_retry => (Claim::ForceRetryRefused, None),
         RecordState::Done(StoredOutcome::Failed(_)) if req.force_retry => {
-            acquire(rec.token + 1, AcquireKind::ForceRetry)
+            owned(next_token(), AcquireKind::ForceRetry)
         }
-        RecordState::Done(outcome) => (Claim::Done(outcome.clone()), None),
+        RecordState::Done(outcome) => (Claim::Done(outcome.clone(), rec.expires_at_ms - now), None),
     }
 }
 
-/// The completion rule shared by in-process stores: the new record, or `None` when fenced.
+/// The renew rule ([`Store::renew`]): the new record, or `None` when `token` is neither the
+/// owner's nor an unconfirmed take-over's.
+pub fn decide_renew(existing: Option<&Record>, token: u64, lease: Duration, now: u64) -> Option<Record> {
+    let rec = existing.filter(|r| r.expires_at_ms > now)?;
+    if !matches!(rec.state, RecordState::Processing { .. }) {
+        return None;
+    }
+    let is_owner = rec.token == token;
+    let is_taker = rec.takeover.is_some_and(|t| t.token == token);
+    if !is_owner && !is_taker {
+        return None;
+    }
+    let lease_until_ms = now + ms(lease);
+    Some(Record {
+        fingerprint: rec.fingerprint.clone(),
+        state: RecordState::Processing { lease_until_ms },
+        token,
+        expires_at_ms: rec.expires_at_ms.max(lease_until_ms),
+        takeover: None,
+    })
+}
+
+/// The completion rule shared by in-process stores: `Some(Some(record))` to write,
+/// `Some(None)` when the same outcome already landed under this token (nothing to write,
+/// answer `true`), `None` when fenced out.
 pub fn decide_complete(
     existing: Option<&Record>,
     token: u64,
     outcome: &StoredOutcome,
     ttl: Duration,
     now: u64,
-) -> Option<Record> {
+) -> Option<Option<Record>> {
     let rec = existing?;
-    if rec.token != token || !matches!(rec.state, RecordState::Processing { .. }) {
+    if rec.token != token {
         return None;
     }
-    Some(Record {
-        fingerprint: rec.fingerprint.clone(),
-        state: RecordState::Done(outcome.clone()),
-        token,
-        expires_at_ms: now + ms(ttl),
-    })
+    match &rec.state {
+        RecordState::Processing { .. } => Some(Some(Record {
+            fingerprint: rec.fingerprint.clone(),
+            state: RecordState::Done(outcome.clone()),
+            token,
+            expires_at_ms: now + ms(ttl),
+            takeover: None,
+        })),
+        RecordState::Done(done) if done == outcome => Some(None),
+        RecordState::Done(_) => None,
+    }
 }
 
-/// Whether `release` may drop the record.
-pub fn may_release(existing: Option<&Record>, token: u64) -> bool {
-    existing.is_some_and(|r| r.token == token && matches!(r.state, RecordState::Processing { .. }))
+/// What `release` does to a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    /// The owner releases: delete the record.
+    Delete,
+    /// An unconfirmed take-over is withdrawn: write this record (the take-over cleared).
+    Withdraw(Record),
+    /// Neither: nothing changes, answer `false`.
+    Refused,
+}
+
+/// The release rule shared by in-process stores.
+pub fn decide_release(existing: Option<&Record>, token: u64) -> Release {
+    let Some(rec) = existing.filter(|r| matches!(r.state, RecordState::Processing { .. })) else {
+        return Release::Refused;
+    };
+    if rec.token == token {
+        Release::Delete
+    } else if rec.takeover.is_some_and(|t| t.token == token) {
+        Release::Withdraw(Record { takeover: None, ..rec.clone() })
+    } else {
+        Release::Refused
+    }
+}
+
+/// The `(created_at_ms, id)` page cursor of [`Store::pending_events`] for stores that order
+/// pending events that way: the last event of a page.
+pub fn pending_cursor(last: &Event) -> String {
+    format!("{}:{}", last.created_at_ms, last.id)
+}
+
+/// Read a cursor made by [`pending_cursor`]; `None` for a malformed one (start over).
+pub fn parse_pending_cursor(cursor: &str) -> Option<(u64, &str)> {
+    let (at, id) = cursor.split_once(':')?;
+    Some((at.parse().ok()?, id))
 }

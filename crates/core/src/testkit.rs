@@ -32,6 +32,22 @@ async fn acquire(store: &dyn Store, key: &RecordKey, fp: &str, lease: Duration) 
     }
 }
 
+/// The outcome a claim replays; panics on any other answer.
+async fn done(store: &dyn Store, key: &RecordKey, fp: &str) -> StoredOutcome {
+    match store.claim(req(key, fp, false, LONG, TTL)).await.expect("claim") {
+        Claim::Done(outcome, _) => outcome,
+        other => panic!("expected Done, got {other:?}"),
+    }
+}
+
+/// A take-over claim (the lease of the owner ran out); returns the unconfirmed token.
+async fn take_over(store: &dyn Store, key: &RecordKey, lease: Duration) -> u64 {
+    match store.claim(req(key, "fp", false, lease, TTL)).await.expect("claim") {
+        Claim::Acquired { token, kind: AcquireKind::TakeOver } => token,
+        other => panic!("expected an unconfirmed take-over, got {other:?}"),
+    }
+}
+
 /// no record → acquired; completed → the outcome is answered again.
 pub async fn claim_complete_then_duplicate(store: Arc<dyn Store>) {
     let key = fresh_key("m", "k-1");
@@ -39,10 +55,10 @@ pub async fn claim_complete_then_duplicate(store: Arc<dyn Store>) {
     let outcome = StoredOutcome::Succeeded(r#"{"total":1}"#.into());
     assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
     for _ in 0..3 {
-        assert_eq!(
+        assert!(matches!(
             store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
-            Claim::Done(outcome.clone())
-        );
+            Claim::Done(o, left) if o == outcome && left > 0 && left <= TTL.as_millis() as u64
+        ));
     }
     let rec = store.get(&key).await.unwrap().expect("record");
     assert_eq!(rec.state, RecordState::Done(outcome));
@@ -97,6 +113,15 @@ pub async fn takeover_race_has_one_winner(store: Arc<dyn Store>) {
     }
     assert_eq!(winners.len(), 1, "exactly one take-over");
     assert!(winners[0] > first, "the new owner holds a newer fencing token");
+    // Unconfirmed, the take-over keeps the others out; confirmed, it owns the record.
+    assert!(matches!(
+        store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    assert!(store.renew(&key, winners[0], LONG).await.unwrap());
+    let ok = StoredOutcome::Succeeded("1".into());
+    assert!(!store.complete(&key, first, &ok, TTL).await.unwrap(), "the old owner is fenced out");
+    assert!(store.complete(&key, winners[0], &ok, TTL).await.unwrap());
 }
 
 /// A late original owner cannot overwrite the outcome of the owner that took over.
@@ -104,7 +129,8 @@ pub async fn fencing_rejects_stale_owner(store: Arc<dyn Store>) {
     let key = fresh_key("m", "fence");
     let old = acquire(&*store, &key, "fp", Duration::from_millis(100)).await;
     tokio::time::sleep(Duration::from_millis(250)).await;
-    let new = acquire(&*store, &key, "fp", LONG).await;
+    let new = take_over(&*store, &key, LONG).await;
+    assert!(store.renew(&key, new, LONG).await.unwrap(), "the take-over is confirmed");
     assert!(new > old);
     let stale = StoredOutcome::Succeeded(r#""stale""#.into());
     let fresh = StoredOutcome::Succeeded(r#""fresh""#.into());
@@ -112,7 +138,7 @@ pub async fn fencing_rejects_stale_owner(store: Arc<dyn Store>) {
     assert!(!store.release(&key, old).await.unwrap(), "stale token cannot release");
     assert!(store.complete(&key, new, &fresh, TTL).await.unwrap());
     assert!(!store.complete(&key, old, &stale, TTL).await.unwrap());
-    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(fresh));
+    assert_eq!(done(&*store, &key, "fp").await, fresh);
 }
 
 /// Records disappear after their TTL; the key can then be used afresh.
@@ -144,7 +170,7 @@ pub async fn fingerprint_mismatch(store: Arc<dyn Store>) {
     assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
     assert_eq!(store.claim(req(&key, "fp-b", false, LONG, TTL)).await.unwrap(), Claim::FingerprintMismatch);
     assert_eq!(store.claim(req(&key, "fp-b", true, LONG, TTL)).await.unwrap(), Claim::FingerprintMismatch);
-    assert_eq!(store.claim(req(&key, "fp-a", false, LONG, TTL)).await.unwrap(), Claim::Done(outcome));
+    assert_eq!(done(&*store, &key, "fp-a").await, outcome);
 }
 
 /// failed → replayed; force retry → re-executed; success + force retry → refused.
@@ -153,7 +179,7 @@ pub async fn force_retry(store: Arc<dyn Store>) {
     let t1 = acquire(&*store, &key, "fp", LONG).await;
     let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
     assert!(store.complete(&key, t1, &failed, TTL).await.unwrap());
-    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(failed.clone()));
+    assert_eq!(done(&*store, &key, "fp").await, failed);
     let t2 = match store.claim(req(&key, "fp", true, LONG, TTL)).await.unwrap() {
         Claim::Acquired { token, kind: AcquireKind::ForceRetry } => token,
         other => panic!("expected a forced claim, got {other:?}"),
@@ -164,7 +190,7 @@ pub async fn force_retry(store: Arc<dyn Store>) {
     let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
     assert!(store.complete(&key, t2, &ok, TTL).await.unwrap());
     assert_eq!(store.claim(req(&key, "fp", true, LONG, TTL)).await.unwrap(), Claim::ForceRetryRefused);
-    assert_eq!(store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(), Claim::Done(ok));
+    assert_eq!(done(&*store, &key, "fp").await, ok);
 }
 
 /// Outcomes come back byte for byte: escapes, number spellings, member order.
@@ -183,7 +209,7 @@ pub async fn outcome_byte_identity(store: Arc<dyn Store>) {
         let token = acquire(&*store, &key, "fp", LONG).await;
         assert!(store.complete(&key, token, &outcome, TTL).await.unwrap());
         match store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap() {
-            Claim::Done(back) => assert_eq!(back.json().as_bytes(), outcome.json().as_bytes()),
+            Claim::Done(back, _) => assert_eq!(back.json().as_bytes(), outcome.json().as_bytes()),
             other => panic!("{other:?}"),
         }
     }
@@ -230,6 +256,7 @@ fn event(key: &RecordKey, ttl: Duration) -> Event {
         created_at_ms: now,
         updated_at_ms: now,
         expires_at_ms: now + ttl.as_millis() as u64,
+        token: 7,
     }
 }
 
@@ -240,21 +267,26 @@ pub async fn events_lifecycle(store: Arc<dyn Store>) {
     store.put_event(&ev).await.unwrap();
     assert_eq!(store.get_event(&ev.id).await.unwrap().as_ref(), Some(&ev), "stored whole");
     assert_eq!(store.get_event("evt_missing").await.unwrap(), None);
-    let pending = store.pending_events(10_000).await.unwrap();
-    assert!(pending.iter().any(|e| e.id == ev.id), "a processing event is pending");
+    assert!(all_pending(&*store).await.iter().any(|e| e.id == ev.id), "a processing event is pending");
 
     let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
-    store.finish_event(&ev.id, &failed).await.unwrap();
+    assert!(!store.finish_event(&ev.id, 6, &failed).await.unwrap(), "another token is fenced out");
+    assert!(!store.finish_event("evt_missing", 7, &failed).await.unwrap());
+    assert_eq!(store.get_event(&ev.id).await.unwrap().unwrap().status, EventStatus::Processing);
+    assert!(store.finish_event(&ev.id, 7, &failed).await.unwrap());
     let got = store.get_event(&ev.id).await.unwrap().unwrap();
     assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Failed, Some(&failed)));
-    assert!(!store.pending_events(10_000).await.unwrap().iter().any(|e| e.id == ev.id));
+    assert!(!all_pending(&*store).await.iter().any(|e| e.id == ev.id));
 
-    store.restart_event(&ev.id).await.unwrap();
+    assert!(!store.restart_event(&ev.id, 7).await.unwrap(), "a restart needs a newer token");
+    assert!(store.restart_event(&ev.id, 9).await.unwrap());
     let got = store.get_event(&ev.id).await.unwrap().unwrap();
-    assert_eq!((got.status, got.outcome), (EventStatus::Processing, None));
+    assert_eq!((got.status, got.outcome, got.token), (EventStatus::Processing, None, 9));
+    assert!(all_pending(&*store).await.iter().any(|e| e.id == ev.id), "pending again");
 
     let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
-    store.finish_event(&ev.id, &ok).await.unwrap();
+    assert!(!store.finish_event(&ev.id, 7, &ok).await.unwrap(), "the old owner is fenced out");
+    assert!(store.finish_event(&ev.id, 9, &ok).await.unwrap());
     let got = store.get_event(&ev.id).await.unwrap().unwrap();
     assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Succeeded, Some(&ok)));
     assert_eq!(got.tags, ev.tags);
@@ -269,7 +301,173 @@ pub async fn events_expire(store: Arc<dyn Store>) {
     assert!(store.get_event(&ev.id).await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert_eq!(store.get_event(&ev.id).await.unwrap(), None);
-    assert!(!store.pending_events(10_000).await.unwrap().iter().any(|e| e.id == ev.id));
+    assert!(!all_pending(&*store).await.iter().any(|e| e.id == ev.id));
+}
+
+/// Every pending event, following the page cursors.
+async fn all_pending(store: &dyn Store) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..100_000 {
+        let (page, next) = store.pending_events(cursor.as_deref(), 37).await.expect("pending_events");
+        assert!(page.len() <= 37, "a page holds at most `limit` events");
+        out.extend(page);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return out,
+        }
+    }
+    panic!("pending_events never reached its last page");
+}
+
+/// An unconfirmed take-over never fences out a live owner: the owner's `complete` still
+/// lands, and the take-over's confirmation then fails.
+pub async fn unconfirmed_takeover_leaves_the_owner_its_outcome(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "late-claim");
+    let owner = acquire(&*store, &key, "fp", Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let taker = take_over(&*store, &key, LONG).await;
+    assert!(taker > owner);
+    let ok = StoredOutcome::Succeeded(r#""owner""#.into());
+    assert!(store.complete(&key, owner, &ok, TTL).await.unwrap(), "the live owner's outcome lands");
+    assert!(!store.renew(&key, taker, LONG).await.unwrap(), "the take-over can no longer be confirmed");
+    assert!(!store.complete(&key, taker, &ok, TTL).await.unwrap());
+    assert_eq!(done(&*store, &key, "fp").await, ok);
+}
+
+/// A heartbeat of the live owner cancels an unconfirmed take-over and extends its lease.
+pub async fn owner_renew_cancels_a_takeover(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "heartbeat");
+    let owner = acquire(&*store, &key, "fp", Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let taker = take_over(&*store, &key, LONG).await;
+    assert!(store.renew(&key, owner, Duration::from_millis(800)).await.unwrap());
+    assert!(!store.renew(&key, taker, LONG).await.unwrap(), "the take-over was cancelled");
+    assert!(!store.release(&key, taker).await.unwrap());
+    assert!(matches!(
+        store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    let rec = store.get(&key).await.unwrap().expect("record");
+    assert_eq!((rec.token, rec.takeover), (owner, None));
+    // The extended lease runs out in its turn (nothing renews it).
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let again = take_over(&*store, &key, LONG).await;
+    assert!(again > taker, "tokens keep growing");
+}
+
+/// A claimant that gives up on its take-over withdraws it; one that never confirms blocks
+/// the others only for the take-over window.
+pub async fn abandoned_takeover_is_withdrawn_or_lapses(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "abandon");
+    let owner = acquire(&*store, &key, "fp", Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let first = take_over(&*store, &key, LONG).await;
+    assert!(store.release(&key, first).await.unwrap(), "withdrawn");
+    let rec = store.get(&key).await.unwrap().expect("the record stays");
+    assert_eq!(rec.token, owner);
+    // A short take-over window: its claimant asks for a short lease.
+    let second = take_over(&*store, &key, Duration::from_millis(150)).await;
+    assert!(second > first);
+    assert!(matches!(
+        store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let third = take_over(&*store, &key, LONG).await;
+    assert!(third > second);
+    assert!(!store.renew(&key, second, LONG).await.unwrap(), "the lapsed take-over is gone");
+    assert!(store.renew(&key, third, LONG).await.unwrap());
+    assert!(!store.complete(&key, owner, &StoredOutcome::Succeeded("0".into()), TTL).await.unwrap());
+}
+
+/// The owner's heartbeat keeps its record past the original lease.
+pub async fn renew_extends_the_lease(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "renew");
+    let token = acquire(&*store, &key, "fp", Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(store.renew(&key, token, Duration::from_millis(1000)).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    assert!(matches!(
+        store.claim(req(&key, "fp", false, LONG, TTL)).await.unwrap(),
+        Claim::InProgress { .. }
+    ));
+    assert!(!store.renew(&key, token + 1_000_000, LONG).await.unwrap(), "a stranger cannot renew");
+}
+
+/// A released (or expired) key claimed again gets a newer token: a stale owner holding the old
+/// one is refused by `complete`, `renew` and `finish_event`.
+pub async fn tokens_grow_across_deletion(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "reuse");
+    let stale = acquire(&*store, &key, "fp", LONG).await;
+    let mut ev = event(&key, TTL);
+    ev.token = stale;
+    store.put_event(&ev).await.unwrap();
+    assert!(store.release(&key, stale).await.unwrap());
+    assert_eq!(store.get(&key).await.unwrap(), None);
+    let fresh = acquire(&*store, &key, "fp", LONG).await;
+    assert!(fresh > stale, "token {fresh} after release must exceed {stale}");
+    assert!(store.restart_event(&ev.id, fresh).await.unwrap());
+    let out = StoredOutcome::Succeeded(r#""stale""#.into());
+    assert!(!store.complete(&key, stale, &out, TTL).await.unwrap());
+    assert!(!store.renew(&key, stale, LONG).await.unwrap());
+    assert!(!store.finish_event(&ev.id, stale, &out).await.unwrap());
+    let ok = StoredOutcome::Succeeded(r#""fresh""#.into());
+    assert!(store.complete(&key, fresh, &ok, Duration::from_millis(200)).await.unwrap());
+    assert!(store.finish_event(&ev.id, fresh, &ok).await.unwrap());
+    // Expired in its turn: the next claim's token is newer still.
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let third = acquire(&*store, &key, "fp", LONG).await;
+    assert!(third > fresh);
+}
+
+/// `complete` is idempotent: a retried write whose first attempt landed is answered `true`;
+/// another outcome under the same token is refused.
+pub async fn complete_is_idempotent(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "twice");
+    let token = acquire(&*store, &key, "fp", LONG).await;
+    let ok = StoredOutcome::Succeeded(r#"{"n":1}"#.into());
+    assert!(store.complete(&key, token, &ok, TTL).await.unwrap());
+    assert!(store.complete(&key, token, &ok, TTL).await.unwrap(), "the same write again is true");
+    let other = StoredOutcome::Failed(r#"{"code":-32005,"message":"Timeout"}"#.into());
+    assert!(!store.complete(&key, token, &other, TTL).await.unwrap());
+    assert_eq!(done(&*store, &key, "fp").await, ok);
+}
+
+/// A processing record never expires before its lease, whatever its TTL.
+pub async fn processing_outlives_a_short_ttl(store: Arc<dyn Store>) {
+    let key = fresh_key("m", "short-ttl");
+    match store.claim(req(&key, "fp", false, Duration::from_millis(1500), Duration::from_millis(100))).await {
+        Ok(Claim::Acquired { kind: AcquireKind::Fresh, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(matches!(store.get(&key).await.unwrap().map(|r| r.state), Some(RecordState::Processing { .. })));
+    assert!(matches!(
+        store.claim(req(&key, "other", false, LONG, TTL)).await.unwrap(),
+        Claim::FingerprintMismatch
+    ));
+}
+
+/// 150 pending events are all reached through the pages, oldest first.
+pub async fn pending_events_pages_reach_every_event(store: Arc<dyn Store>) {
+    let key = fresh_key("flow", "many");
+    let mut ids = Vec::new();
+    for i in 0..150u64 {
+        let mut ev = event(&RecordKey::new(key.tenant.clone(), "flow", format!("k-{i}")), TTL);
+        ev.created_at_ms = 1_000_000 + i / 3; // ties, as events created in one millisecond have
+        store.put_event(&ev).await.unwrap();
+        ids.push(ev.id);
+    }
+    let ours: Vec<Event> =
+        all_pending(&*store).await.into_iter().filter(|e| e.record.tenant == key.tenant).collect();
+    assert_eq!(ours.len(), 150, "every pending event is reached");
+    assert!(ours.windows(2).all(|w| w[0].created_at_ms <= w[1].created_at_ms), "oldest first");
+    let mut got: Vec<&str> = ours.iter().map(|e| e.id.as_str()).collect();
+    got.sort_unstable();
+    let mut want: Vec<&str> = ids.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    assert_eq!(got, want);
 }
 
 /// The URL of an external service for tests, from the environment variable `var`.
@@ -310,6 +508,14 @@ macro_rules! store_suite {
                 scope_is_tenant_method_key,
                 events_lifecycle,
                 events_expire,
+                unconfirmed_takeover_leaves_the_owner_its_outcome,
+                owner_renew_cancels_a_takeover,
+                abandoned_takeover_is_withdrawn_or_lapses,
+                renew_extends_the_lease,
+                tokens_grow_across_deletion,
+                complete_is_idempotent,
+                processing_outlives_a_short_ttl,
+                pending_events_pages_reach_every_event,
             );
         }
     };
@@ -325,15 +531,26 @@ macro_rules! store_suite {
 }
 
 /// A store wrapper that can be switched "down": every operation then fails as an
-/// unreachable database would. For fail-closed and recovery tests of front doors.
+/// unreachable database would. For fail-closed and recovery tests of front doors. The answers
+/// to its claims can also be slowed down, as a distant or busy store's are.
 pub struct SwitchableStore {
     inner: Arc<dyn Store>,
     down: std::sync::atomic::AtomicBool,
+    claim_delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl SwitchableStore {
     pub fn new(inner: Arc<dyn Store>) -> SwitchableStore {
-        SwitchableStore { inner, down: std::sync::atomic::AtomicBool::new(false) }
+        SwitchableStore {
+            inner,
+            down: std::sync::atomic::AtomicBool::new(false),
+            claim_delay_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Make every claim's answer take `delay` to come back (the claim itself lands at once).
+    pub fn set_claim_delay(&self, delay: Duration) {
+        self.claim_delay_ms.store(delay.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn set_down(&self, down: bool) {
@@ -360,7 +577,22 @@ macro_rules! switchable {
 
 impl Store for SwitchableStore {
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> crate::BoxFuture<'a, Result<Claim, crate::StoreError>> {
-        switchable!(self, self.inner.claim(req))
+        let delay = self.claim_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            self.check()?;
+            // The claim lands at once; its answer is what takes long to come back.
+            let claim = self.inner.claim(req).await;
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            claim
+        })
+    }
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.renew(key, token, lease))
     }
     fn complete<'a>(
         &'a self,
@@ -396,15 +628,24 @@ impl Store for SwitchableStore {
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
-        switchable!(self, self.inner.finish_event(id, outcome))
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.finish_event(id, token, outcome))
     }
-    fn restart_event<'a>(&'a self, id: &'a str) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
-        switchable!(self, self.inner.restart_event(id))
+    fn restart_event<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.restart_event(id, token))
     }
-    fn pending_events(&self, limit: usize) -> crate::BoxFuture<'_, Result<Vec<Event>, crate::StoreError>> {
-        switchable!(self, self.inner.pending_events(limit))
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> crate::BoxFuture<'a, Result<crate::store::PendingPage, crate::StoreError>> {
+        switchable!(self, self.inner.pending_events(cursor, limit))
     }
     fn name(&self) -> &'static str {
         self.inner.name()

@@ -71,6 +71,10 @@ pub struct StoreConfig {
     /// Namespace of every Redis key (`redis://` stores): gateways sharing records use the same.
     #[serde(default = "default_redis_prefix")]
     pub redis_prefix: String,
+    /// Redis only: after each claim, renewal and completion, `WAIT` until this many replicas
+    /// have the write (fewer in 1 s: the call fails, `-32004`). 0: don't wait.
+    #[serde(default)]
+    pub redis_wait_replicas: u32,
 }
 
 fn default_redis_prefix() -> String {
@@ -85,6 +89,7 @@ impl Default for StoreConfig {
             lease_ms: default_lease(),
             resume_interval_ms: default_resume_interval(),
             redis_prefix: default_redis_prefix(),
+            redis_wait_replicas: 0,
         }
     }
 }
@@ -145,6 +150,10 @@ pub struct Limits {
     /// `timeout_ms`).
     #[serde(default = "default_timeout_ms")]
     pub default_timeout_ms: u64,
+    /// At shutdown, how long in-flight requests and detached executions (async events,
+    /// commands whose client left, outcomes still being written) may take to finish.
+    #[serde(default = "default_shutdown_grace")]
+    pub shutdown_grace_ms: u64,
 }
 
 impl Default for Limits {
@@ -153,8 +162,13 @@ impl Default for Limits {
             max_body_bytes: default_body(),
             max_in_flight: default_in_flight(),
             default_timeout_ms: default_timeout_ms(),
+            shutdown_grace_ms: default_shutdown_grace(),
         }
     }
+}
+
+fn default_shutdown_grace() -> u64 {
+    30_000
 }
 
 fn default_body() -> usize {
@@ -188,6 +202,9 @@ pub struct MethodConfig {
     #[serde(default)]
     pub steps: Vec<StepConfig>,
 }
+
+/// `store.ttl_secs` must be at least this many times `store.lease_ms`.
+pub const TTL_LEASE_RATIO: u64 = 10;
 
 fn default_timeout_ms() -> u64 {
     30_000
@@ -235,6 +252,14 @@ impl Config {
         }
         if self.store.ttl_secs == 0 {
             return Err(invalid("store.ttl_secs must be greater than 0"));
+        }
+        // A record must outlive its lease by far: an outcome is only useful while retries can
+        // still come, and a processing record must never expire under a running execution.
+        if self.store.ttl_secs.saturating_mul(1000) < self.store.lease_ms.saturating_mul(TTL_LEASE_RATIO) {
+            return Err(invalid(format!(
+                "store.ttl_secs ({}) must be at least {TTL_LEASE_RATIO} times store.lease_ms ({} ms)",
+                self.store.ttl_secs, self.store.lease_ms
+            )));
         }
         if self.batch.max_size == 0 {
             return Err(invalid("batch.max_size must be at least 1"));
@@ -304,18 +329,26 @@ impl Config {
                     )));
                 }
             }
-            let timeout = self.method_timeout_ms(m);
-            if timeout >= self.store.lease_ms {
-                return Err(invalid(format!(
-                    "store.lease_ms ({}) must exceed every method timeout: methods.{} has a timeout of {timeout} ms",
-                    self.store.lease_ms, m.name
-                )));
-            }
+            self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
         }
-        if self.demo_enabled() && self.limits.default_timeout_ms >= self.store.lease_ms {
+        if self.demo_enabled() {
+            self.check_lease(
+                self.limits.default_timeout_ms,
+                "the demo methods use limits.default_timeout_ms =",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// DESIGN §3: a lease outlives the method's timeout, with a margin (a tenth of the
+    /// timeout, at least a second) for claiming and recording around the execution.
+    fn check_lease(&self, timeout_ms: u64, whose: &str) -> Result<(), ConfigError> {
+        let margin =
+            oncerpc_core::lease_margin(std::time::Duration::from_millis(timeout_ms)).as_millis() as u64;
+        if self.store.lease_ms < timeout_ms + margin {
             return Err(invalid(format!(
-                "store.lease_ms ({}) must exceed every method timeout: the demo methods use limits.default_timeout_ms = {}",
-                self.store.lease_ms, self.limits.default_timeout_ms
+                "store.lease_ms ({}) must exceed every method timeout by at least {margin} ms: {whose} {timeout_ms} ms",
+                self.store.lease_ms
             )));
         }
         Ok(())

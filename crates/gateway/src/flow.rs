@@ -89,21 +89,16 @@ impl Handler for Flow {
 }
 
 /// The first step's body: the params without `idempotency_key` / `force_retry`; `{}` when
-/// there are none.
+/// there are none. The reserved members are cut out of the text and every other member is
+/// forwarded byte for byte: params never pass through a `Value`, whose `f64` would turn
+/// `100000000000000000001` into `1e+20` — the upstream gets what was fingerprinted, whether
+/// the key came in the params or in a header.
 fn first_input(params: Option<&RawValue>) -> Result<String, RpcError> {
     let Some(p) = params else { return Ok("{}".into()) };
     if !p.get().starts_with('{') {
         return Ok(p.get().to_owned());
     }
-    let mut obj: serde_json::Map<String, serde_json::Value> = serde_json::from_str(p.get())
-        .map_err(|e| RpcError::invalid_params(format!("invalid params: {e}")))?;
-    if RESERVED_PARAMS.iter().all(|k| !obj.contains_key(*k)) {
-        return Ok(p.get().to_owned());
-    }
-    for k in RESERVED_PARAMS {
-        obj.remove(k);
-    }
-    Ok(serde_json::Value::Object(obj).to_string())
+    oncerpc_core::idempotency::without_members(p.get(), &RESERVED_PARAMS).map(|s| s.into_owned())
 }
 
 /// The idempotency key an upstream step receives: the lowercase hex SHA-256 of

@@ -40,7 +40,7 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         flow::register_flows(&mut registry, &config, &flow::client())?;
-        let store = open_store(&config.store).await?;
+        let store = open_store(&config.store, config.mode).await?;
         App::with_store(config, registry, demo_state, store)
     }
 
@@ -59,14 +59,15 @@ impl App {
         // Checked here too: tenants may be set by an embedder without `validate`.
         oncerpc_http::Tenants::new(config.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))
             .map_err(ConfigError::Invalid)?;
-        // DESIGN §3: a lease always outlives the method's timeout.
+        // DESIGN §3: a lease always outlives the method's timeout, with a margin.
         let lease = Duration::from_millis(config.store.lease_ms);
         if let Some(max) = registry.max_timeout()
-            && lease <= max
+            && lease < max + oncerpc_core::lease_margin(max)
         {
             return Err(ConfigError::Invalid(format!(
-                "store.lease_ms ({}) must exceed every method timeout (the longest is {} ms)",
+                "store.lease_ms ({}) must exceed every method timeout by at least {} ms (the longest is {} ms)",
                 config.store.lease_ms,
+                oncerpc_core::lease_margin(max).as_millis(),
                 max.as_millis()
             )));
         }
@@ -117,18 +118,46 @@ impl App {
         tokio::net::TcpListener::bind(addr).await
     }
 
-    /// Serve on `listener` until `shutdown` resolves; in-flight requests finish.
+    /// Serve on `listener` until `shutdown` resolves, then shut down gracefully within
+    /// `limits.shutdown_grace_ms`: stop accepting (and stop resuming events), let in-flight
+    /// requests finish, then wait for detached executions (async events, commands whose
+    /// client left, outcomes still being written). Each record that had to be left
+    /// `processing` is logged.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let router = self.router();
+        let grace = Duration::from_millis(self.config.limits.shutdown_grace_ms);
         // Async events left unfinished (by a crash, or by another replica) are resumed.
         let interval = Duration::from_millis(self.config.store.resume_interval_ms);
         let resumer = tokio::spawn(self.dispatcher.clone().resume_events(interval));
-        let served = oncerpc_http::serve(listener, router, shutdown).await;
-        resumer.abort();
+        let (began_tx, mut began_rx) = tokio::sync::oneshot::channel();
+        let shutdown = async move {
+            shutdown.await;
+            resumer.abort();
+            let _ = began_tx.send(tokio::time::Instant::now());
+        };
+        let server = oncerpc_http::serve(listener, router, shutdown);
+        tokio::pin!(server);
+        // The server's own graceful wait for open connections counts against the grace.
+        let (served, began) = tokio::select! {
+            served = &mut server => (served, began_rx.try_recv().ok()),
+            Ok(at) = &mut began_rx => match tokio::time::timeout_at(at + grace, &mut server).await {
+                Ok(served) => (served, Some(at)),
+                Err(_) => {
+                    tracing::warn!("shutdown grace over: closing the connections still open");
+                    (Ok(()), Some(at))
+                }
+            },
+        };
+        let left =
+            began.map_or(grace, |at| (at + grace).saturating_duration_since(tokio::time::Instant::now()));
+        let abandoned = self.dispatcher.shutdown(left).await;
+        if abandoned > 0 {
+            tracing::error!(records = abandoned, "shutdown left records processing");
+        }
         served
     }
 }
@@ -136,8 +165,9 @@ impl App {
 /// Live records a `memory://` store holds unless `?capacity=` says otherwise.
 pub const DEFAULT_MEMORY_CAPACITY: usize = 100_000;
 
-/// Open the idempotency store a `[store]` section names.
-pub async fn open_store(cfg: &config::StoreConfig) -> Result<Arc<dyn Store>, ConfigError> {
+/// Open the idempotency store a `[store]` section names. `mode`: production refuses a Redis
+/// whose `maxmemory-policy` may evict records.
+pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn Store>, ConfigError> {
     use config::StoreKind;
     let rest = cfg.url.split_once("://").map_or("", |(_, r)| r);
     match config::store_scheme(&cfg.url)? {
@@ -168,7 +198,12 @@ pub async fn open_store(cfg: &config::StoreConfig) -> Result<Arc<dyn Store>, Con
             Ok(Arc::new(store))
         }
         StoreKind::Redis => {
-            let store = oncerpc_store_redis::RedisStore::connect(&cfg.url, &cfg.redis_prefix)
+            let options = oncerpc_store_redis::RedisOptions {
+                prefix: cfg.redis_prefix.clone(),
+                wait_replicas: cfg.redis_wait_replicas,
+                production: mode == Mode::Production,
+            };
+            let store = oncerpc_store_redis::RedisStore::connect_with(&cfg.url, options)
                 .await
                 .map_err(|e| ConfigError::Invalid(format!("store.url: {e}")))?;
             Ok(Arc::new(store))

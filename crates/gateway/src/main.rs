@@ -173,16 +173,20 @@ fn stdio(args: StdioArgs) -> ExitCode {
         Err(code) => return code,
     };
     let max_body = app.config.limits.max_body_bytes;
+    let grace = std::time::Duration::from_millis(app.config.limits.shutdown_grace_ms);
     let exit = rt.block_on(async {
         tracing::info!(methods = app.dispatcher.registry().len(), "oncerpc stdio ready");
-        oncerpc_stdio::run(
+        let exit = oncerpc_stdio::run(
             &app.dispatcher,
             tokio::io::stdin(),
             tokio::io::stdout(),
             max_body,
             oncerpc_http::shutdown_signal(),
         )
-        .await
+        .await;
+        // Outcomes still being written (the store was down) get the grace to land.
+        app.dispatcher.shutdown(grace).await;
+        exit
     });
     // tokio's stdin reader is a blocking thread: do not wait for it.
     rt.shutdown_background();
@@ -244,8 +248,8 @@ fn print_summary(cfg: &Config) {
         cfg.batch.enabled, cfg.batch.max_size, cfg.batch.max_concurrency
     );
     println!(
-        "limits      max_body_bytes={} max_in_flight={}",
-        cfg.limits.max_body_bytes, cfg.limits.max_in_flight
+        "limits      max_body_bytes={} max_in_flight={} shutdown_grace_ms={}",
+        cfg.limits.max_body_bytes, cfg.limits.max_in_flight, cfg.limits.shutdown_grace_ms
     );
     println!("demo        {}", if cfg.demo_enabled() { "registered" } else { "off" });
     for t in &cfg.tenants {

@@ -365,8 +365,9 @@ params_schema = { type = "object", required = ["sku"] }
 }
 
 #[test]
-fn check_config_lease_not_exceeding_a_method_timeout_is_refused() {
-    for lease in [5000, 4000] {
+fn check_config_lease_not_exceeding_a_method_timeout_with_a_margin_is_refused() {
+    // The margin is a tenth of the timeout, at least a second: 5000 + 1000.
+    for lease in [5000, 4000, 5001, 5999] {
         let out = check_config(&format!(
             r#"
 [store]
@@ -382,13 +383,24 @@ timeout_ms = 5000
   url = "http://127.0.0.1:9/only"
 "#
         ));
-        assert!(!out.status.success(), "lease_ms {lease} <= timeout 5000 must be refused: {out:?}");
+        assert!(!out.status.success(), "lease_ms {lease} < timeout 5000 + 1000 must be refused: {out:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("lease_ms"), "the message names lease_ms: {stderr}");
     }
-    // Just above the timeout is accepted.
+    // The timeout plus the margin is accepted.
     let out = check_config(
-        "[store]\nurl = \"memory://\"\nlease_ms = 5001\n\n[[methods]]\nname = \"slow.thing\"\nkind = \"query\"\ntimeout_ms = 5000\n[[methods.steps]]\nname = \"only\"\nurl = \"http://127.0.0.1:9/only\"\n",
+        "[store]\nurl = \"memory://\"\nlease_ms = 6000\n\n[[methods]]\nname = \"slow.thing\"\nkind = \"query\"\ntimeout_ms = 5000\n[[methods.steps]]\nname = \"only\"\nurl = \"http://127.0.0.1:9/only\"\n",
     );
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn check_config_ttl_not_far_above_the_lease_is_refused() {
+    // A record must outlive its lease by far (10×): 600 s for the default 60 s lease.
+    let out = check_config("[store]\nurl = \"memory://\"\nttl_secs = 599\n");
+    assert!(!out.status.success(), "ttl 599 s with a 60 s lease must be refused: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("ttl_secs") && stderr.contains("lease_ms"), "names both keys: {stderr}");
+    let out = check_config("[store]\nurl = \"memory://\"\nttl_secs = 600\n");
     assert!(out.status.success(), "{out:?}");
 }

@@ -38,7 +38,7 @@ async fn kill_9_while_processing_then_exactly_one_retry_takes_over_after_the_lea
     std::fs::write(
         &config,
         format!(
-            "[store]\nurl = \"sqlite://{}\"\nlease_ms = 1500\n\n[limits]\ndefault_timeout_ms = 1000\n",
+            "[store]\nurl = \"sqlite://{}\"\nlease_ms = 2000\n\n[limits]\ndefault_timeout_ms = 1000\n",
             dir.file("o.db").display()
         ),
     )
@@ -61,8 +61,8 @@ async fn kill_9_while_processing_then_exactly_one_retry_takes_over_after_the_lea
     assert!(in_flight.await.unwrap().is_err(), "the crashed server never answered");
 
     let gw = Gateway::start(&["--config", &config]);
-    // Past the dead owner's lease (1.5 s from its claim).
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Past the dead owner's lease (2 s from its claim).
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let mut tasks = Vec::new();
     for _ in 0..16 {
         let (c, u, b) = (client.clone(), gw.url(""), body.clone());

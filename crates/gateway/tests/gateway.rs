@@ -424,3 +424,33 @@ async fn a_flow_is_callable_through_rpc() {
     assert_eq!(v["id"], "r1");
     assert_eq!(up.count("confirm"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_submit_during_a_sync_call_gets_an_event_that_exists_and_finishes() {
+    let (s, up) = start().await;
+    up.set_delay(600, &["confirm"]);
+    let headers = [("X-API-Key", ACME_KEY), ("X-Idempotency-Key", "sync-then-async")];
+    let body = r#"{"sku":"A-1"}"#;
+    let sync = {
+        let (client, url) = (s.client.clone(), s.url("/v2/flows/orders.create?sync=true"));
+        tokio::spawn(async move {
+            let req =
+                client.post(url).header("X-API-Key", ACME_KEY).header("X-Idempotency-Key", "sync-then-async");
+            req.body(r#"{"sku":"A-1"}"#).send().await.unwrap().text().await.unwrap()
+        })
+    };
+    s.wait_processing("acme", "orders.create", "sync-then-async").await;
+    // The record is the sync call's: the async door answers `processing` with an event id …
+    let a = post_flow(&s, "", body, &headers).await;
+    assert_eq!((a.status, a.header("x-idempotency-status")), (200, Some("processing")), "{}", a.body);
+    let id = a.json()["event_id"].as_str().unwrap().to_owned();
+    // … that exists at once (not a 404) …
+    let e = s.get_with(&format!("/v2/events/{id}"), &[("X-API-Key", ACME_KEY)]).await;
+    assert_eq!(e.status, 200, "{}", e.body);
+    // … and finishes with the sync call's outcome, which ran once.
+    let sync_body = sync.await.unwrap();
+    let v = finished_event(&s, &id, ACME_KEY).await;
+    assert_eq!(v["status"], "succeeded", "{v}");
+    assert_eq!(v["result"], serde_json::from_str::<Value>(&sync_body).unwrap(), "{v}");
+    assert_eq!(up.count("confirm"), 1);
+}

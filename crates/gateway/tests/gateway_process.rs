@@ -19,7 +19,7 @@ fn write_config(dir: &TempDir, up: &Upstream) -> String {
             r#"
 [store]
 url = "sqlite://{db}"
-lease_ms = 2500
+lease_ms = 3000
 resume_interval_ms = 100
 
 [[tenants]]

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::{Gateway, TempDir};
+use common::process::{Gateway, TempDir, sync_flow};
 use common::proxy::{Proxy, via};
 use common::upstream::Upstream;
 use common::{TestServer, test_config};
@@ -60,19 +60,6 @@ timeout_ms = {timeout_ms}
     path.display().to_string()
 }
 
-async fn sync_flow(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u16, Option<String>, String) {
-    let resp = client
-        .post(gw.url("/v2/flows/orders.create?sync=true"))
-        .header("X-Idempotency-Key", key)
-        .body(r#"{"amount":42}"#)
-        .send()
-        .await
-        .expect("sent");
-    let status = resp.status().as_u16();
-    let idem = resp.headers().get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    (status, idem, resp.text().await.unwrap())
-}
-
 async fn three_hundred_identical_commands_across_three_replicas(store_url: String) {
     let up = Upstream::start().await;
     up.set_delay(300, &[]);
@@ -115,6 +102,15 @@ async fn redis_three_replicas_300_identical_commands_execute_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_three_replicas_300_identical_commands_execute_once() {
+    let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_CLUSTER_URL", "Redis Cluster")
+    else {
+        return;
+    };
+    three_hundred_identical_commands_across_three_replicas(url).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_three_replicas_300_identical_commands_execute_once() {
     let Some(url) = postgres_url() else { return };
     three_hundred_identical_commands_across_three_replicas(url).await;
@@ -124,7 +120,7 @@ async fn another_replica_takes_over_after_kill_9(store_url: String) {
     let up = Upstream::start().await;
     up.set_delay(700, &[]);
     let dir = TempDir::new("replicas-kill");
-    let config = replica_config(&dir, &store_url, &up, 1_500, 1_000);
+    let config = replica_config(&dir, &store_url, &up, 2_000, 1_000);
     let mut a = Gateway::start(&["--config", &config]);
     let b = Gateway::start(&["--config", &config]);
     let client = reqwest::Client::new();
@@ -246,7 +242,7 @@ async fn an_async_event_accepted_by_one_replica_is_finished_by_another() {
         let up = Upstream::start().await;
         up.set_delay(600, &[]);
         let dir = TempDir::new("replicas-events");
-        let config = replica_config(&dir, &url, &up, 1_500, 1_000);
+        let config = replica_config(&dir, &url, &up, 2_000, 1_000);
         let mut a = Gateway::start(&["--config", &config]);
         let b = Gateway::start(&["--config", &config]);
         let client = reqwest::Client::new();

@@ -5,32 +5,50 @@
 //! * **Claims**: `INSERT … ON CONFLICT DO NOTHING RETURNING` takes a fresh key in one
 //!   statement; otherwise the row is locked (`SELECT … FOR UPDATE`) and the shared state
 //!   machine (`oncerpc_core::store::decide`) decides inside that transaction, so exactly one
-//!   replica wins a claim or a take-over.
+//!   replica wins a claim or a take-over. The row is written back exactly as `decide` returns
+//!   it.
+//! * **Two-phase take-over**: a claim that finds an expired lease does not replace the owner:
+//!   it records an unconfirmed take-over (`takeover_token`, `takeover_until`) beside the
+//!   owner's `token`. Until the claimant confirms it with `renew`, the owner may still
+//!   `complete` (which cancels the take-over) or `renew` (likewise); `release` with the
+//!   take-over's token withdraws it.
+//! * **Heartbeats**: `renew` extends a lease (and the row's expiry past it) in one
+//!   `UPDATE … WHERE` statement; a processing row never expires before its lease.
 //! * **One clock**: leases and expiry use the database server's `clock_timestamp()`.
 //! * **Fencing**: tokens come from the sequence `oncerpc_tokens`, so they grow across
-//!   take-overs, releases and expiry; `complete`/`release` match on the token.
+//!   take-overs, releases and expiry; `complete`, `renew` and `release` match on the token
+//!   (`complete` again answers `true` when its outcome already landed under that token). Events
+//!   carry the token of the execution that owns them: `finish_event` lands only with it,
+//!   `restart_event` only with a newer one.
 //! * **Migrations** are embedded and applied under an advisory lock (replicas starting
 //!   together do not race); expired rows are deleted once a minute.
-//! * **Async events** live in `oncerpc_events`; any replica lists the pending ones, and the
-//!   record claim (above) decides which one resumes each — the equivalent of
-//!   `FOR UPDATE SKIP LOCKED`, held for the whole execution rather than one transaction.
+//! * **Async events** live in `oncerpc_events`; any replica pages through the pending ones
+//!   (by `(created_at, id)`), and the record claim (above) decides which one resumes each —
+//!   the equivalent of `FOR UPDATE SKIP LOCKED`, held for the whole execution rather than one
+//!   transaction.
 //! * A `deadpool-postgres` pool with short connect/wait timeouts: while the database is
 //!   unreachable calls fail fast (`-32004`), and new connections are made once it is back.
 
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, decide,
+    StoredOutcome, TakeOver, decide, parse_pending_cursor, pending_cursor, status_of,
 };
-use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
+/// The columns [`row_record`] reads.
+const RECORD_COLUMNS: &str =
+    "fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until";
+
 /// Applied in order; `oncerpc_schema.version` counts those applied.
-const MIGRATIONS: &[&str] = &["CREATE SEQUENCE IF NOT EXISTS oncerpc_tokens;
+const MIGRATIONS: &[&str] = &[
+    "CREATE SEQUENCE IF NOT EXISTS oncerpc_tokens;
     CREATE TABLE IF NOT EXISTS oncerpc_records (
         tenant      text     NOT NULL,
         method      text     NOT NULL,
@@ -60,7 +78,16 @@ const MIGRATIONS: &[&str] = &["CREATE SEQUENCE IF NOT EXISTS oncerpc_tokens;
         expires_at  bigint   NOT NULL
     );
     CREATE INDEX IF NOT EXISTS oncerpc_events_pending ON oncerpc_events (created_at) WHERE status = 0;
-    CREATE INDEX IF NOT EXISTS oncerpc_events_expires ON oncerpc_events (expires_at);"];
+    CREATE INDEX IF NOT EXISTS oncerpc_events_expires ON oncerpc_events (expires_at);",
+    // Two-phase take-over (both NULL: none), event fencing tokens, and the pending events
+    // index in page order.
+    "ALTER TABLE oncerpc_records
+        ADD COLUMN IF NOT EXISTS takeover_token bigint,
+        ADD COLUMN IF NOT EXISTS takeover_until bigint;  -- ms since the epoch, database clock
+    ALTER TABLE oncerpc_events ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
+    DROP INDEX IF EXISTS oncerpc_events_pending;
+    CREATE INDEX oncerpc_events_pending ON oncerpc_events (created_at, id) WHERE status = 0;",
+];
 
 /// Serialises migrations across replicas.
 const MIGRATION_LOCK: i64 = 0x006f_6e63_6572_7063; // "oncerpc" in ASCII
@@ -150,11 +177,37 @@ async fn cleanup_loop(pool: Pool) {
     }
 }
 
+type Param<'a> = &'a (dyn ToSql + Sync);
+
+/// Prepare `sql` (cached per connection) and run it.
+async fn query(client: &impl GenericClient, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, StoreError> {
+    let stmt = client.prepare_cached(sql).await.map_err(err)?;
+    client.query(&stmt, params).await.map_err(err)
+}
+
+/// [`query`] with `$1`, `$2`, `$3` bound to the record key and `$4…` to `rest`.
+async fn query_key(
+    client: &impl GenericClient,
+    sql: &str,
+    key: &RecordKey,
+    rest: &[Param<'_>],
+) -> Result<Vec<Row>, StoreError> {
+    let (tenant, method, k) = (&*key.tenant, &*key.method, &*key.key);
+    let mut params: Vec<Param<'_>> = vec![&tenant, &method, &k];
+    params.extend_from_slice(rest);
+    query(client, sql, &params).await
+}
+
+/// The first column of the only row as a count (statements ending in `SELECT count(*) …`).
+fn count(rows: &[Row]) -> i64 {
+    rows.first().map_or(0, |r| r.get(0))
+}
+
 fn ms(d: Duration) -> i64 {
     d.as_millis().min(i64::MAX as u128) as i64
 }
 
-fn row_record(row: &tokio_postgres::Row) -> Record {
+fn row_record(row: &Row) -> Record {
     let state: i16 = row.get("state");
     let outcome: Option<String> = row.get("outcome");
     let state = match (state, outcome) {
@@ -162,23 +215,34 @@ fn row_record(row: &tokio_postgres::Row) -> Record {
         (2, Some(o)) => RecordState::Done(StoredOutcome::Failed(o)),
         _ => RecordState::Processing { lease_until_ms: row.get::<_, i64>("lease_until") as u64 },
     };
+    let takeover =
+        match (row.get::<_, Option<i64>>("takeover_token"), row.get::<_, Option<i64>>("takeover_until")) {
+            (Some(token), Some(until)) => Some(TakeOver { token: token as u64, until_ms: until as u64 }),
+            _ => None,
+        };
     Record {
         fingerprint: row.get("fingerprint"),
         state,
         token: row.get::<_, i64>("token") as u64,
         expires_at_ms: row.get::<_, i64>("expires_at") as u64,
+        takeover,
     }
 }
 
+/// `state`, `outcome`, `lease_until` of a record state.
 fn state_columns(state: &RecordState) -> (i16, Option<&str>, i64) {
     match state {
         RecordState::Processing { lease_until_ms } => (0, None, *lease_until_ms as i64),
-        RecordState::Done(StoredOutcome::Succeeded(o)) => (1, Some(o.as_str()), 0),
-        RecordState::Done(StoredOutcome::Failed(o)) => (2, Some(o.as_str()), 0),
+        RecordState::Done(outcome) => (outcome_state(outcome), Some(outcome.json()), 0),
     }
 }
 
-fn event_row(row: &tokio_postgres::Row) -> Event {
+/// The `state` (records) or `status` (events) code of a finished outcome.
+fn outcome_state(outcome: &StoredOutcome) -> i16 {
+    status_code(status_of(outcome))
+}
+
+fn event_row(row: &Row) -> Event {
     let status = match row.get::<_, i16>("status") {
         1 => EventStatus::Succeeded,
         2 => EventStatus::Failed,
@@ -207,6 +271,7 @@ fn event_row(row: &tokio_postgres::Row) -> Event {
         created_at_ms: row.get::<_, i64>("created_at") as u64,
         updated_at_ms: row.get::<_, i64>("updated_at") as u64,
         expires_at_ms: row.get::<_, i64>("expires_at") as u64,
+        token: row.get::<_, i64>("token") as u64,
     }
 }
 
@@ -221,85 +286,114 @@ fn status_code(status: EventStatus) -> i16 {
 impl PgStore {
     async fn claim_inner(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         let mut client = self.client().await?;
-        let k = req.key;
-        let (lease, ttl) = (ms(req.lease), ms(req.ttl));
         for _ in 0..3 {
-            // Fast path: a key never seen (or deleted) is taken in one statement.
-            let insert = client
-                .prepare_cached(&format!(
-                    "INSERT INTO oncerpc_records (tenant, method, key, fingerprint, state, token, lease_until, expires_at)
-                     VALUES ($1, $2, $3, $4, 0, nextval('oncerpc_tokens'), {NOW} + $5, {NOW} + $6)
-                     ON CONFLICT (tenant, method, key) DO NOTHING RETURNING token"
-                ))
-                .await
-                .map_err(err)?;
-            let rows = client
-                .query(&insert, &[&&*k.tenant, &&*k.method, &&*k.key, &req.fingerprint, &lease, &ttl])
-                .await
-                .map_err(err)?;
-            if let Some(row) = rows.first() {
-                return Ok(Claim::Acquired { token: row.get::<_, i64>(0) as u64, kind: AcquireKind::Fresh });
+            if let Some(token) = claim_fresh(&client, req).await? {
+                return Ok(Claim::Acquired { token, kind: AcquireKind::Fresh });
             }
-            // The row exists: lock it and decide.
-            let tx = client.transaction().await.map_err(err)?;
-            let select = tx
-                .prepare_cached(&format!(
-                    "SELECT fingerprint, state, outcome, token, lease_until, expires_at, {NOW} AS now
-                     FROM oncerpc_records WHERE tenant = $1 AND method = $2 AND key = $3 FOR UPDATE"
-                ))
-                .await
-                .map_err(err)?;
-            let Some(row) =
-                tx.query_opt(&select, &[&&*k.tenant, &&*k.method, &&*k.key]).await.map_err(err)?
-            else {
-                // Deleted in between (released or swept): try the insert again.
-                tx.rollback().await.map_err(err)?;
-                continue;
-            };
-            let now = row.get::<_, i64>("now") as u64;
-            let existing = row_record(&row);
-            let (claim, new) = decide(Some(&existing), req, now);
-            let claim = match (claim, new) {
-                (Claim::Acquired { kind, .. }, Some(rec)) => {
-                    let (state, outcome, lease_until) = state_columns(&rec.state);
-                    let update = tx
-                        .prepare_cached(
-                            "UPDATE oncerpc_records SET fingerprint = $4, state = $5, outcome = $6,
-                               token = nextval('oncerpc_tokens'), lease_until = $7, expires_at = $8
-                             WHERE tenant = $1 AND method = $2 AND key = $3 RETURNING token",
-                        )
-                        .await
-                        .map_err(err)?;
-                    let row = tx
-                        .query_one(
-                            &update,
-                            &[
-                                &&*k.tenant,
-                                &&*k.method,
-                                &&*k.key,
-                                &rec.fingerprint,
-                                &state,
-                                &outcome,
-                                &lease_until,
-                                &(rec.expires_at_ms as i64),
-                            ],
-                        )
-                        .await
-                        .map_err(err)?;
-                    Claim::Acquired { token: row.get::<_, i64>(0) as u64, kind }
-                }
-                (claim, _) => claim,
-            };
-            tx.commit().await.map_err(err)?;
-            return Ok(claim);
+            if let Some(claim) = claim_locked(&mut client, req).await? {
+                return Ok(claim);
+            }
+            // Deleted in between (released or swept): try the insert again.
         }
         Err(StoreError::new("postgres: the record kept disappearing during the claim"))
     }
 }
 
+/// The fast path: a key never seen (or deleted) is taken in one statement. `None`: the row
+/// exists.
+async fn claim_fresh(client: &impl GenericClient, req: &ClaimRequest<'_>) -> Result<Option<u64>, StoreError> {
+    // One reading of the clock; a processing row never expires before its lease.
+    let sql = format!(
+        "INSERT INTO oncerpc_records (tenant, method, key, fingerprint, state, token, lease_until, expires_at)
+         SELECT $1, $2, $3, $4, 0, nextval('oncerpc_tokens'), c.now + $5, c.now + greatest($5, $6)
+         FROM (SELECT {NOW} AS now) c
+         ON CONFLICT (tenant, method, key) DO NOTHING RETURNING token"
+    );
+    let rows = query_key(client, &sql, req.key, &[&req.fingerprint, &ms(req.lease), &ms(req.ttl)]).await?;
+    Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
+}
+
+/// The locked path: lock the row, let [`decide`] rule, write back what it returns. `None`:
+/// the row is gone.
+async fn claim_locked(
+    client: &mut deadpool_postgres::Object,
+    req: &ClaimRequest<'_>,
+) -> Result<Option<Claim>, StoreError> {
+    let tx = client.transaction().await.map_err(err)?;
+    // The clock is read and the next token drawn once the row is locked (the outer select
+    // runs after the inner one's lock): a token drawn later is always greater, so tokens grow
+    // per key in the order of the claims.
+    let sql = format!(
+        "SELECT r.*, {NOW} AS now, nextval('oncerpc_tokens') AS next_token
+         FROM (SELECT {RECORD_COLUMNS} FROM oncerpc_records
+               WHERE tenant = $1 AND method = $2 AND key = $3 FOR UPDATE) r"
+    );
+    let Some(row) = query_key(&tx, &sql, req.key, &[]).await?.pop() else {
+        tx.rollback().await.map_err(err)?;
+        return Ok(None);
+    };
+    let (now, next_token) = (row.get::<_, i64>("now") as u64, row.get::<_, i64>("next_token") as u64);
+    let (claim, new) = decide(Some(&row_record(&row)), req, now, || next_token);
+    if let Some(rec) = new {
+        write_record(&tx, req.key, &rec).await?;
+    }
+    tx.commit().await.map_err(err)?;
+    Ok(Some(claim))
+}
+
+/// Overwrite the row of `key` with `rec`, every column.
+async fn write_record(client: &impl GenericClient, key: &RecordKey, rec: &Record) -> Result<(), StoreError> {
+    let (state, outcome, lease_until) = state_columns(&rec.state);
+    let (takeover_token, takeover_until) = match rec.takeover {
+        Some(t) => (Some(t.token as i64), Some(t.until_ms as i64)),
+        None => (None, None),
+    };
+    query_key(
+        client,
+        "UPDATE oncerpc_records SET fingerprint = $4, state = $5, outcome = $6, token = $7, lease_until = $8,
+           expires_at = $9, takeover_token = $10, takeover_until = $11
+         WHERE tenant = $1 AND method = $2 AND key = $3",
+        key,
+        &[
+            &rec.fingerprint,
+            &state,
+            &outcome,
+            &(rec.token as i64),
+            &lease_until,
+            &(rec.expires_at_ms as i64),
+            &takeover_token,
+            &takeover_until,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 impl Store for PgStore {
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         Box::pin(async move { self.claim_inner(&req).await })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // `decide_renew`: the owner or the unconfirmed take-over of a live processing row.
+            let sql = format!(
+                "UPDATE oncerpc_records SET token = $4, lease_until = c.now + $5,
+                   expires_at = greatest(expires_at, c.now + $5), takeover_token = NULL, takeover_until = NULL
+                 FROM (SELECT {NOW} AS now) c
+                 WHERE tenant = $1 AND method = $2 AND key = $3 AND state = 0 AND expires_at > c.now
+                   AND (token = $4 OR takeover_token = $4)
+                 RETURNING 1"
+            );
+            let rows = query_key(&client, &sql, key, &[&(token as i64), &ms(lease)]).await?;
+            Ok(!rows.is_empty())
+        })
     }
 
     fn complete<'a>(
@@ -311,107 +405,88 @@ impl Store for PgStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let state: i16 = match outcome {
-                StoredOutcome::Succeeded(_) => 1,
-                StoredOutcome::Failed(_) => 2,
-            };
-            let stmt = client
-                .prepare_cached(&format!(
-                    "UPDATE oncerpc_records SET state = $5, outcome = $6, lease_until = 0, expires_at = {NOW} + $7
-                     WHERE tenant = $1 AND method = $2 AND key = $3 AND token = $4 AND state = 0"
-                ))
-                .await
-                .map_err(err)?;
-            let n = client
-                .execute(
-                    &stmt,
-                    &[
-                        &&*key.tenant,
-                        &&*key.method,
-                        &&*key.key,
-                        &(token as i64),
-                        &state,
-                        &outcome.json(),
-                        &ms(ttl),
-                    ],
-                )
-                .await
-                .map_err(err)?;
-            Ok(n == 1)
+            // `cur` locks the row if the outcome may land (processing under `token`) or already
+            // did (done under `token` with this outcome); a concurrent writer is waited for and
+            // the condition checked again on its version, so a retry racing its own first
+            // attempt still answers `true`. Only a processing row is written.
+            let sql = format!(
+                "WITH cur AS (
+                   SELECT state FROM oncerpc_records
+                   WHERE tenant = $1 AND method = $2 AND key = $3 AND token = $4
+                     AND (state = 0 OR (state = $5 AND outcome = $6))
+                   FOR UPDATE
+                 ), landed AS (
+                   UPDATE oncerpc_records r SET state = $5, outcome = $6, lease_until = 0,
+                     expires_at = {NOW} + $7, takeover_token = NULL, takeover_until = NULL
+                   FROM cur WHERE cur.state = 0 AND r.tenant = $1 AND r.method = $2 AND r.key = $3
+                 )
+                 SELECT count(*) FROM cur"
+            );
+            let params: [Param<'_>; 4] =
+                [&(token as i64), &outcome_state(outcome), &outcome.json(), &ms(ttl)];
+            Ok(count(&query_key(&client, &sql, key, &params).await?) == 1)
         })
     }
 
     fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(
-                    "DELETE FROM oncerpc_records WHERE tenant = $1 AND method = $2 AND key = $3 AND token = $4 AND state = 0",
-                )
-                .await
-                .map_err(err)?;
-            let n = client
-                .execute(&stmt, &[&&*key.tenant, &&*key.method, &&*key.key, &(token as i64)])
-                .await
-                .map_err(err)?;
-            Ok(n == 1)
+            // The owner deletes the row; an unconfirmed take-over is withdrawn (the row stays).
+            // Tokens are unique, so at most one of the two matches.
+            let sql = "WITH deleted AS (
+                   DELETE FROM oncerpc_records
+                   WHERE tenant = $1 AND method = $2 AND key = $3 AND state = 0 AND token = $4 RETURNING 1
+                 ), withdrawn AS (
+                   UPDATE oncerpc_records SET takeover_token = NULL, takeover_until = NULL
+                   WHERE tenant = $1 AND method = $2 AND key = $3 AND state = 0 AND takeover_token = $4
+                   RETURNING 1
+                 )
+                 SELECT (SELECT count(*) FROM deleted) + (SELECT count(*) FROM withdrawn)";
+            Ok(count(&query_key(&client, sql, key, &[&(token as i64)]).await?) == 1)
         })
     }
 
     fn get<'a>(&'a self, key: &'a RecordKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "SELECT fingerprint, state, outcome, token, lease_until, expires_at FROM oncerpc_records
-                     WHERE tenant = $1 AND method = $2 AND key = $3 AND expires_at > {NOW}"
-                ))
-                .await
-                .map_err(err)?;
-            let row =
-                client.query_opt(&stmt, &[&&*key.tenant, &&*key.method, &&*key.key]).await.map_err(err)?;
-            Ok(row.as_ref().map(row_record))
+            let sql = format!(
+                "SELECT {RECORD_COLUMNS} FROM oncerpc_records
+                 WHERE tenant = $1 AND method = $2 AND key = $3 AND expires_at > {NOW}"
+            );
+            Ok(query_key(&client, &sql, key, &[]).await?.first().map(row_record))
         })
     }
 
     fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(
-                    "INSERT INTO oncerpc_events (id, tenant, method, key, fingerprint, params, return_step, tags,
-                       status, outcome, created_at, updated_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                     ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
-                       key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
-                       return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
-                       outcome = excluded.outcome, created_at = excluded.created_at,
-                       updated_at = excluded.updated_at, expires_at = excluded.expires_at",
-                )
-                .await
-                .map_err(err)?;
             let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-            client
-                .execute(
-                    &stmt,
-                    &[
-                        &e.id,
-                        &&*e.record.tenant,
-                        &&*e.record.method,
-                        &&*e.record.key,
-                        &e.fingerprint,
-                        &e.params,
-                        &e.return_step,
-                        &tags,
-                        &status_code(e.status),
-                        &e.outcome.as_ref().map(StoredOutcome::json),
-                        &(e.created_at_ms as i64),
-                        &(e.updated_at_ms as i64),
-                        &(e.expires_at_ms as i64),
-                    ],
-                )
-                .await
-                .map_err(err)?;
+            query_key(
+                &client,
+                "INSERT INTO oncerpc_events (tenant, method, key, id, fingerprint, params, return_step, tags,
+                   status, outcome, created_at, updated_at, expires_at, token)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                 ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
+                   key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
+                   return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
+                   outcome = excluded.outcome, created_at = excluded.created_at,
+                   updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token",
+                &e.record,
+                &[
+                    &e.id,
+                    &e.fingerprint,
+                    &e.params,
+                    &e.return_step,
+                    &tags,
+                    &status_code(e.status),
+                    &e.outcome.as_ref().map(StoredOutcome::json),
+                    &(e.created_at_ms as i64),
+                    &(e.updated_at_ms as i64),
+                    &(e.expires_at_ms as i64),
+                    &(e.token as i64),
+                ],
+            )
+            .await?;
             Ok(())
         })
     }
@@ -419,59 +494,61 @@ impl Store for PgStore {
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!("SELECT * FROM oncerpc_events WHERE id = $1 AND expires_at > {NOW}"))
-                .await
-                .map_err(err)?;
-            Ok(client.query_opt(&stmt, &[&id]).await.map_err(err)?.as_ref().map(event_row))
+            let sql = format!("SELECT * FROM oncerpc_events WHERE id = $1 AND expires_at > {NOW}");
+            Ok(query(&client, &sql, &[&id]).await?.first().map(event_row))
         })
     }
 
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "UPDATE oncerpc_events SET status = $2, outcome = $3, updated_at = {NOW} WHERE id = $1"
-                ))
-                .await
-                .map_err(err)?;
-            let status = status_code(oncerpc_core::store::status_of(outcome));
-            client.execute(&stmt, &[&id, &status, &outcome.json()]).await.map_err(err)?;
-            Ok(())
+            let sql = format!(
+                "UPDATE oncerpc_events SET status = $3, outcome = $4, updated_at = {NOW}
+                 WHERE id = $1 AND token = $2 RETURNING 1"
+            );
+            let rows =
+                query(&client, &sql, &[&id, &(token as i64), &outcome_state(outcome), &outcome.json()])
+                    .await?;
+            Ok(!rows.is_empty())
         })
     }
 
-    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "UPDATE oncerpc_events SET status = 0, outcome = NULL, updated_at = {NOW} WHERE id = $1"
-                ))
-                .await
-                .map_err(err)?;
-            client.execute(&stmt, &[&id]).await.map_err(err)?;
-            Ok(())
+            let sql = format!(
+                "UPDATE oncerpc_events SET status = 0, outcome = NULL, token = $2, updated_at = {NOW}
+                 WHERE id = $1 AND token < $2 RETURNING 1"
+            );
+            Ok(!query(&client, &sql, &[&id, &(token as i64)]).await?.is_empty())
         })
     }
 
-    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let stmt = client
-                .prepare_cached(&format!(
-                    "SELECT * FROM oncerpc_events WHERE status = 0 AND expires_at > {NOW}
-                     ORDER BY created_at LIMIT $1"
-                ))
-                .await
-                .map_err(err)?;
-            let rows = client.query(&stmt, &[&(limit as i64)]).await.map_err(err)?;
-            Ok(rows.iter().map(event_row).collect())
+            // No (or a malformed) cursor: from before every event.
+            let (after_at, after_id) =
+                cursor.and_then(parse_pending_cursor).map_or((i64::MIN, ""), |(at, id)| (at as i64, id));
+            let sql = format!(
+                "SELECT * FROM oncerpc_events
+                 WHERE status = 0 AND (created_at, id) > ($1, $2) AND expires_at > {NOW}
+                 ORDER BY created_at, id LIMIT $3"
+            );
+            let limit_param = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = query(&client, &sql, &[&after_at, &after_id, &limit_param]).await?;
+            let page: Vec<Event> = rows.iter().map(event_row).collect();
+            let next = if page.len() == limit { page.last().map(pending_cursor) } else { None };
+            Ok((page, next))
         })
     }
 

@@ -1,130 +1,579 @@
 //! # oncerpc-store-redis
 //!
-//! An idempotency store shared by many gateway replicas through one Redis server.
+//! An idempotency store shared by many gateway replicas through one Redis server or one
+//! Redis Cluster.
 //!
-//! * **Atomic, server-side**: claim, complete and release are Lua scripts, so the
-//!   read-decide-write of a record is one atomic step inside Redis: no two replicas can both
-//!   win a claim or a take-over.
-//! * **One clock**: leases are measured with Redis's `TIME`, not the replicas' clocks.
-//! * **Fencing**: every claim takes a token from one `INCR` counter, so tokens grow for a key
-//!   across take-overs *and* expiry; `complete`/`release` only land with the current token.
-//! * **TTL** is Redis expiry (`PEXPIRE`) on the record and on the event.
-//! * **Namespacing**: record keys are `{prefix}:r:{len}:{tenant}{len}:{method}{key}` — the
-//!   length prefixes make the (tenant, method, key) → Redis key mapping injective, so
-//!   tenants and methods cannot collide whatever characters they contain.
-//! * **Reconnects** through `redis::aio::ConnectionManager`; while Redis is unreachable every
-//!   call fails fast with a `StoreError` (the gateway answers `-32004`), and the next call
-//!   after Redis returns succeeds.
-//! * Events: a hash per event and a sorted set of pending event ids (by creation time).
+//! * **Atomic, server-side**: every record operation (claim, renew, complete, release) is one
+//!   Lua script, so the read-decide-write of a record is one atomic step inside Redis: no two
+//!   replicas can both win a claim or a take-over.
+//! * **One clock**: leases, take-over windows and expiry are measured with Redis's `TIME`,
+//!   not the replicas' clocks.
+//! * **Two-phase take-over**: a claim that finds a processing record whose lease ran out gets
+//!   a new token as an *unconfirmed* take-over (fields `tt`/`tu`): it must `renew` with it
+//!   before executing, and the previous owner's `complete` or `renew` cancels it. Until `tu`
+//!   (at most 5 s) other claimants see the record in progress.
+//! * **Keys**: a record is `{prefix}:{<tag>}:r:{len}:{tenant}{len}:{method}{key}` and its
+//!   token key `{prefix}:{<tag>}:t:…` (same scope). The length prefixes make the (tenant,
+//!   method, key) → Redis key mapping injective; `<tag>` is 16 hex digits of the SHA-256 of
+//!   that scope, a Redis Cluster *hash tag*, so a record and its token key always share a
+//!   slot, whatever `{` or `}` tenant and method names contain. (Keep braces out of the prefix:
+//!   one there would put every key in one slot — still correct, no longer spread.)
+//! * **Redis Cluster**: every script touches the keys of one record only, so it runs on the
+//!   record's primary. `connect` asks the server (`INFO cluster`); on `cluster_enabled:1` it
+//!   uses a cluster connection (slot map, `MOVED`/`ASK` redirections) from the same URL.
+//! * **Fencing tokens** grow strictly per key, also across deletion and expiry, without a
+//!   global counter: a claim takes `max(last token of this key + 1, TIME in µs)` and keeps the
+//!   last token in the token key, which `release` does not delete and which lives `ttl + lease
+//!   + 1 day` past each claim. Once it too has expired, the clock has moved past every older
+//!   token. `complete`/`release` only land with the current token; `complete` is idempotent.
+//! * **Expiry** is Redis expiry (`PEXPIRE`): a processing record lives `max(ttl, lease)`, so it
+//!   never expires under a running execution; a finished one `ttl`.
+//! * **Memory policy**: an evicting `maxmemory-policy` would silently drop records (a command
+//!   could then run twice). `connect` reads it on every primary: in production anything but
+//!   `noeviction` is refused, in development it is a warning; a server that refuses `CONFIG`
+//!   (managed services rename it) is a warning that it could not be checked.
+//! * **Replication and failover**: Redis replicates asynchronously, so a primary that fails
+//!   right after acknowledging a claim or a completion can lose it: the promoted replica never
+//!   saw it, and the command can run a second time (or its outcome be forgotten). With
+//!   `wait_replicas = N` (`store.redis_wait_replicas`) every claim, renewal and completion is
+//!   pipelined with `WAIT N 1000` on the same connection (in a cluster: the record's primary),
+//!   and fewer than `N` acknowledgements within a second is a `StoreError` — the gateway
+//!   answers `-32004` rather than promise what a failover could undo. The price: a round trip
+//!   to the replicas on every call, and while replicas are missing every call waits the full
+//!   second and fails (a claim that acquired stays written: its key reads in progress until
+//!   its lease ends). Even then a failover can still lose writes that `WAIT` had not yet
+//!   confirmed (the call failed, so no outcome was promised), and `WAIT` is not consensus: a
+//!   replica that acknowledged can itself be lost before promotion. `release` and the event
+//!   calls are not waited for.
+//! * **Reconnects** through `redis::aio::ConnectionManager` (or the cluster connection); while
+//!   Redis is unreachable every call fails fast with a `StoreError` (the gateway answers
+//!   `-32004`), and the next call after Redis returns succeeds.
+//! * **Events**: a hash per event (`{prefix}:{<tag of id>}:e:<id>`, expiring with the event)
+//!   and one sorted set of pending event ids (`{prefix}:pending`, score = creation time), in
+//!   its own slot. Index and hash are therefore separate commands: a creation writes the index
+//!   entry first, a finish updates the hash (fenced by the event's token) and then removes the
+//!   entry, re-adding it if the event turned processing meanwhile. A listing drops an entry whose
+//!   hash is gone only once it is older than [`PENDING_GRACE_MS`], so an event being created is
+//!   never lost.
+//!
+//! Upgrading from the layout with one global `{prefix}:tokens` counter: the record keys moved,
+//! so drain in-flight commands first (records of the old layout are no longer read).
 
 use std::time::Duration;
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, now_ms,
+    StoredOutcome, TakeOver, now_ms, parse_pending_cursor, status_of, takeover_window,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Script, Value};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+use redis::{
+    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, ScriptInvocation,
+    ServerErrorKind, Value,
+};
+use sha2::{Digest, Sha256};
 
-/// The claim state machine of `oncerpc_core::store::decide`, in Lua.
-const CLAIM: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rec = redis.call('HMGET', KEYS[1], 'fp', 'state', 'outcome', 'lease')
-local fp, state, outcome, lease = rec[1], rec[2], rec[3], rec[4]
-local function acquire(kind)
-  local token = redis.call('INCR', KEYS[2])
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', token,
-             'lease', now + tonumber(ARGV[3]), 'expires', now + tonumber(ARGV[4]))
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  return {'acquired', token, kind}
+/// How long `WAIT` waits for the replicas' acknowledgements.
+const WAIT_TIMEOUT_MS: u64 = 1000;
+
+/// A pending-index entry whose event hash is missing is dropped only once its creation time is
+/// this old: the index entry of a new event is written just before its hash.
+pub const PENDING_GRACE_MS: u64 = 60_000;
+
+/// How long a token key outlives the last claim beyond the record's own `ttl + lease`.
+const TOKEN_KEEP_MS: u64 = 24 * 3600 * 1000;
+
+/// Helpers every script starts with.
+macro_rules! lua_prelude {
+    () => {
+        r#"
+-- Numbers as decimal text without exponent (tokens in µs exceed %.14g).
+local function num(n) return string.format('%.0f', n) end
+-- The store clock: (milliseconds, microseconds) since the epoch.
+local function clock()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
-if not fp then return acquire('fresh') end
+-- `a > b` for canonical decimal strings of any u64.
+local function gt(a, b) return #a > #b or (#a == #b and a > b) end
+-- Make the record expire at `at` (field and Redis expiry).
+local function expire_at(key, at, now)
+  redis.call('HSET', key, 'expires', num(at))
+  redis.call('PEXPIRE', key, num(math.max(at - now, 1)))
+end
+"#
+    };
+}
+
+/// The claim state machine of `oncerpc_core::store::decide`.
+/// KEYS: record, token key. ARGV: fingerprint, force ('1'/'0'), lease ms, ttl ms,
+/// take-over window ms, token key lifetime ms.
+const CLAIM: &str = concat!(
+    lua_prelude!(),
+    r#"
+local now, micros = clock()
+local rec = redis.call('HMGET', KEYS[1], 'fp', 'state', 'outcome', 'lease', 'tu', 'expires')
+local fp, state = rec[1], rec[2]
+local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- Above every token this key ever had: the token key outlives the record, and once it is
+-- gone too the clock has moved past them.
+local function next_token()
+  local token = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, micros)
+  redis.call('SET', KEYS[2], num(token), 'PX', ARGV[6])
+  return token
+end
+local function owned(kind)
+  local token = next_token()
+  local lease_end = now + lease
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', num(token), 'lease', num(lease_end))
+  expire_at(KEYS[1], math.max(now + ttl, lease_end), now)
+  return {'acquired', num(token), kind}
+end
+if not fp then return owned('fresh') end
 if fp ~= ARGV[1] then return {'mismatch'} end
 if state == 'p' then
-  local l = tonumber(lease)
-  if l > now then return {'inprogress', l - now} end
-  return acquire('takeover')
+  local lease_end = tonumber(rec[4])
+  if lease_end > now then return {'inprogress', num(lease_end - now)} end
+  local tu = tonumber(rec[5])
+  if tu and tu > now then return {'inprogress', num(tu - now)} end
+  local token = next_token()
+  tu = now + tonumber(ARGV[5])
+  redis.call('HSET', KEYS[1], 'tt', num(token), 'tu', num(tu))
+  expire_at(KEYS[1], math.max(tonumber(rec[6]) or 0, tu), now)
+  return {'acquired', num(token), 'takeover'}
 end
 if ARGV[2] == '1' then
   if state == 's' then return {'refused'} end
-  return acquire('force')
+  return owned('force')
 end
-return {'done', state, outcome}
-"#;
+local left = redis.call('PTTL', KEYS[1])
+if left < 0 then left = math.max((tonumber(rec[6]) or now) - now, 0) end
+return {'done', state, rec[3], left}
+"#
+);
 
-/// Store an outcome if `token` still owns the processing record.
-const COMPLETE: &str = r#"
-local rec = redis.call('HMGET', KEYS[1], 'state', 'token')
-if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3], 'expires', now + tonumber(ARGV[4]))
-redis.call('HDEL', KEYS[1], 'lease')
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+/// `decide_renew`: the owner's heartbeat or a take-over's confirmation.
+/// KEYS: record. ARGV: token, lease ms.
+const RENEW: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'tt', 'expires')
+if rec[1] ~= 'p' or (rec[2] ~= ARGV[1] and rec[3] ~= ARGV[1]) then return 0 end
+local now = clock()
+local lease_end = now + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'lease', num(lease_end))
+redis.call('HDEL', KEYS[1], 'tt', 'tu')
+expire_at(KEYS[1], math.max(tonumber(rec[4]) or 0, lease_end), now)
 return 1
-"#;
+"#
+);
 
-/// Drop the processing record if `token` still owns it.
-const RELEASE: &str = r#"
-local rec = redis.call('HMGET', KEYS[1], 'state', 'token')
-if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
+/// `decide_complete`: store the outcome if `token` owns the processing record; 1 again when
+/// the same outcome already landed under it.
+/// KEYS: record. ARGV: token, state ('s'/'f'), outcome JSON, ttl ms.
+const COMPLETE: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'outcome')
+if rec[2] ~= ARGV[1] then return 0 end
+if rec[1] == 'p' then
+  local now = clock()
+  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3])
+  redis.call('HDEL', KEYS[1], 'lease', 'tt', 'tu')
+  expire_at(KEYS[1], now + tonumber(ARGV[4]), now)
+  return 1
+end
+if rec[1] == ARGV[2] and rec[3] == ARGV[3] then return 1 end
+return 0
+"#
+);
+
+/// `decide_release`: the owner drops the record (its token key stays); an unconfirmed
+/// take-over is withdrawn. KEYS: record. ARGV: token.
+const RELEASE: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'tt')
+if rec[1] ~= 'p' then return 0 end
+if rec[2] == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if rec[3] == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'tt', 'tu')
+  return 1
+end
+return 0
+"#
+);
+
+/// Insert or replace an event. KEYS: event. ARGV: ttl ms, then field/value pairs.
+const PUT_EVENT: &str = concat!(
+    lua_prelude!(),
+    r#"
 redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
-"#;
+"#
+);
+
+/// Finish an event if `token` is its token. KEYS: event. ARGV: token, status, outcome, updated.
+const FINISH_EVENT: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'status', 'token')
+if not rec[1] or (rec[2] or '0') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'outcome', ARGV[3], 'updated', ARGV[4])
+return 1
+"#
+);
+
+/// Run an event again under a newer token. KEYS: event. ARGV: token, updated.
+const RESTART_EVENT: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'status', 'token')
+if not rec[1] or not gt(ARGV[1], rec[2] or '0') then return 0 end
+redis.call('HSET', KEYS[1], 'status', 'processing', 'token', ARGV[1], 'updated', ARGV[2])
+redis.call('HDEL', KEYS[1], 'outcome')
+return 1
+"#
+);
+
+/// How a store connects: [`RedisStore::connect_with`].
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Namespace of every key: gateways sharing records use the same.
+    pub prefix: String,
+    /// `WAIT` for this many replicas after every claim, renewal and completion (0: don't).
+    pub wait_replicas: u32,
+    /// Production mode: refuse to start on an evicting `maxmemory-policy` (else: warn).
+    pub production: bool,
+}
+
+impl RedisOptions {
+    /// Development defaults: no `WAIT`, an evicting memory policy is a warning.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        RedisOptions { prefix: prefix.into(), wait_replicas: 0, production: false }
+    }
+}
+
+/// One server or a cluster, behind one [`ConnectionLike`]: scripts and commands route by
+/// their first key in a cluster.
+#[derive(Clone)]
+enum Conn {
+    Standalone(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Standalone(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Standalone(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+impl Conn {
+    /// Run `cmd` on every primary: each node's name and its reply (or refusal).
+    async fn on_every_primary(
+        &mut self,
+        cmd: &Cmd,
+        standalone_name: &str,
+    ) -> Result<Vec<(String, Result<Value, String>)>, RedisError> {
+        match self {
+            Conn::Standalone(c) => {
+                Ok(vec![(standalone_name.to_owned(), cmd.query_async(c).await.map_err(|e| e.to_string()))])
+            }
+            Conn::Cluster(c) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                let Value::Map(replies) = c.route_command(cmd.clone(), routing).await? else {
+                    return Err(RedisError::from((ErrorKind::Client, "unexpected reply from the cluster")));
+                };
+                Ok(replies
+                    .into_iter()
+                    .map(|(node, reply)| {
+                        let node = text(&node).unwrap_or_default();
+                        match reply {
+                            Value::ServerError(e) => (node, Err(e.to_string())),
+                            v => (node, Ok(v)),
+                        }
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+struct Scripts {
+    claim: Script,
+    renew: Script,
+    complete: Script,
+    release: Script,
+    put_event: Script,
+    finish_event: Script,
+    restart_event: Script,
+}
 
 /// A Redis-backed [`Store`].
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     prefix: String,
-    claim: Script,
-    complete: Script,
-    release: Script,
+    wait_replicas: u32,
+    scripts: std::sync::Arc<Scripts>,
 }
 
 impl RedisStore {
-    /// Connect to `url` (`redis://host:port[/db]`); keys are namespaced under `prefix`.
+    /// Connect to `url` (`redis://host:port[/db]`, a standalone server or any node of a
+    /// cluster); keys are namespaced under `prefix`. Development defaults (see
+    /// [`RedisOptions::new`]).
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
+        RedisStore::connect_with(url, RedisOptions::new(prefix)).await
+    }
+
+    /// Connect with explicit options: detects a cluster, checks `maxmemory-policy`.
+    pub async fn connect_with(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
         let client =
             redis::Client::open(url).map_err(|e| StoreError::new(format!("redis url {url}: {e}")))?;
+        let server = client.get_connection_info().addr().to_string();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_with_config(client, config)
+        let mut manager = ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| StoreError::new(format!("redis {url}: {e}")))?;
+            .map_err(|e| StoreError::new(format!("redis {server}: {e}")))?;
+        let mut conn = if cluster_enabled(&mut manager, &server).await {
+            let cluster_err = |e: RedisError| StoreError::new(format!("redis cluster {server}: {e}"));
+            let client = ClusterClient::builder(vec![url])
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(Duration::from_secs(2))
+                .retries(3)
+                .max_retry_wait(500)
+                .build()
+                .map_err(cluster_err)?;
+            let cluster = client.get_async_connection().await.map_err(cluster_err)?;
+            tracing::info!(node = %server, "redis: cluster mode");
+            Conn::Cluster(cluster)
+        } else {
+            Conn::Standalone(manager)
+        };
+        check_eviction_policy(&mut conn, &server, options.production).await?;
         Ok(RedisStore {
             conn,
-            prefix: prefix.to_owned(),
-            claim: Script::new(CLAIM),
-            complete: Script::new(COMPLETE),
-            release: Script::new(RELEASE),
+            prefix: options.prefix,
+            wait_replicas: options.wait_replicas,
+            scripts: std::sync::Arc::new(Scripts {
+                claim: Script::new(CLAIM),
+                renew: Script::new(RENEW),
+                complete: Script::new(COMPLETE),
+                release: Script::new(RELEASE),
+                put_event: Script::new(PUT_EVENT),
+                finish_event: Script::new(FINISH_EVENT),
+                restart_event: Script::new(RESTART_EVENT),
+            }),
         })
     }
 
-    fn record_key(&self, k: &RecordKey) -> String {
-        format!("{}:r:{}:{}{}:{}{}", self.prefix, k.tenant.len(), k.tenant, k.method.len(), k.method, k.key)
+    /// Whether the store talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
     }
 
-    fn token_key(&self) -> String {
-        format!("{}:tokens", self.prefix)
+    /// The record key and the token key of `k`: one hash tag, so one slot.
+    fn record_keys(&self, k: &RecordKey) -> (String, String) {
+        let scope = format!("{}:{}{}:{}{}", k.tenant.len(), k.tenant, k.method.len(), k.method, k.key);
+        let tag = hash_tag(&scope);
+        (format!("{}:{{{tag}}}:r:{scope}", self.prefix), format!("{}:{{{tag}}}:t:{scope}", self.prefix))
     }
 
     fn event_key(&self, id: &str) -> String {
-        format!("{}:e:{id}", self.prefix)
+        format!("{}:{{{}}}:e:{id}", self.prefix, hash_tag(id))
     }
 
     fn pending_key(&self) -> String {
         format!("{}:pending", self.prefix)
     }
+
+    /// Run a script (on its first key's node). With `wait` and `wait_replicas > 0` it is
+    /// pipelined with `WAIT` — one connection, one node — and the acknowledgements returned.
+    async fn eval<T: FromRedisValue>(
+        &self,
+        inv: &ScriptInvocation<'_>,
+        wait: bool,
+    ) -> Result<(T, Option<i64>), StoreError> {
+        let mut conn = self.conn.clone();
+        if !wait || self.wait_replicas == 0 {
+            return inv.invoke_async(&mut conn).await.map(|v| (v, None)).map_err(err);
+        }
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(inv).cmd("WAIT").arg(self.wait_replicas).arg(WAIT_TIMEOUT_MS);
+        let (value, acks) = match pipe.query_async::<(T, i64)>(&mut conn).await {
+            // A pipeline does not load scripts: the script did not run, load it and retry.
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                inv.load_async(&mut conn).await.map_err(err)?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        }
+        .map_err(err)?;
+        Ok((value, Some(acks)))
+    }
+
+    /// A write is only answered once `wait_replicas` replicas acknowledged it.
+    fn replicated(&self, acks: Option<i64>) -> Result<(), StoreError> {
+        let n = self.wait_replicas;
+        match acks {
+            Some(k) if k < i64::from(n) => Err(StoreError::new(format!(
+                "redis: written to {k} of {n} replicas within {WAIT_TIMEOUT_MS} ms \
+                 (store.redis_wait_replicas = {n}): a failover could lose it"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn index_pending(&self, id: &str, created_ms: u64) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("ZADD")
+            .arg(self.pending_key())
+            .arg(created_ms)
+            .arg(id)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)
+    }
+
+    /// Remove `id` from the pending index, then look again: an event that turned processing
+    /// meanwhile (a concurrent restart) is put back, so no interleaving loses its entry.
+    /// Whether the entry stays removed.
+    async fn unindex_pending(&self, id: &str) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("ZREM").arg(self.pending_key()).arg(id).query_async::<()>(&mut conn).await.map_err(err)?;
+        match self.load_event(id).await? {
+            Some(e) if e.status == EventStatus::Processing => {
+                self.index_pending(id, e.created_at_ms).await?;
+                Ok(false)
+            }
+            _ => Ok(true),
+        }
+    }
+
+    async fn load_event(&self, id: &str) -> Result<Option<Event>, StoreError> {
+        let mut conn = self.conn.clone();
+        let v: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.event_key(id))
+            .arg(&EVENT_FIELDS[..])
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        let field = |i: usize| v.get(i).cloned().flatten();
+        let number = |i: usize| field(i).and_then(|c| c.parse().ok()).unwrap_or(0);
+        let Some(tenant) = field(0) else { return Ok(None) };
+        let status = field(7).and_then(|s| EventStatus::parse(&s)).unwrap_or(EventStatus::Processing);
+        let outcome = match status {
+            EventStatus::Processing => None,
+            EventStatus::Succeeded => field(8).map(StoredOutcome::Succeeded),
+            EventStatus::Failed => field(8).map(StoredOutcome::Failed),
+        };
+        Ok(Some(Event {
+            id: id.to_owned(),
+            record: RecordKey::new(tenant, field(1).unwrap_or_default(), field(2).unwrap_or_default()),
+            fingerprint: field(3).unwrap_or_default(),
+            params: field(4),
+            return_step: field(5),
+            tags: field(6).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
+            status,
+            outcome,
+            created_at_ms: number(9),
+            updated_at_ms: number(10),
+            expires_at_ms: number(11),
+            token: number(12),
+        }))
+    }
 }
 
-fn err(e: redis::RedisError) -> StoreError {
+/// `INFO cluster` → `cluster_enabled:1`. A server that refuses `INFO` is taken as standalone.
+async fn cluster_enabled(conn: &mut ConnectionManager, server: &str) -> bool {
+    match redis::cmd("INFO").arg("cluster").query_async::<String>(conn).await {
+        Ok(info) => info.lines().any(|l| l.trim() == "cluster_enabled:1"),
+        Err(e) => {
+            tracing::warn!(%server, error = %e, "redis: INFO refused, assuming a standalone server");
+            false
+        }
+    }
+}
+
+/// Refuse (production) or warn about (development) an evicting `maxmemory-policy`.
+async fn check_eviction_policy(conn: &mut Conn, server: &str, production: bool) -> Result<(), StoreError> {
+    let get = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").clone();
+    let replies = conn.on_every_primary(&get, server).await.map_err(err)?;
+    for (node, reply) in replies {
+        match reply.and_then(|v| config_value(&v).ok_or_else(|| format!("unexpected reply {v:?}"))) {
+            Ok(policy) if policy == "noeviction" => {}
+            Ok(policy) => {
+                let msg = format!(
+                    "redis {node}: maxmemory-policy is {policy:?}, which evicts keys under memory \
+                     pressure and would silently drop idempotency records (a command could run twice): \
+                     set `maxmemory-policy noeviction`"
+                );
+                if production {
+                    return Err(StoreError::new(msg));
+                }
+                tracing::warn!("{msg} (refused in production mode)");
+            }
+            Err(e) => tracing::warn!(
+                %node, error = %e,
+                "redis: could not check maxmemory-policy (CONFIG refused?): make sure it is noeviction, \
+                 or records may be evicted"
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// The value of a `CONFIG GET` reply (RESP2 array or RESP3 map).
+fn config_value(v: &Value) -> Option<String> {
+    match v {
+        Value::Array(items) => items.get(1).and_then(text),
+        Value::Map(pairs) => pairs.first().and_then(|(_, v)| text(v)),
+        _ => None,
+    }
+}
+
+/// 16 hex digits of SHA-256: a hash tag without braces, spread evenly over the slots.
+fn hash_tag(s: &str) -> String {
+    Sha256::digest(s.as_bytes())[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn err(e: RedisError) -> StoreError {
     StoreError::new(format!("redis: {e}"))
 }
 
@@ -148,6 +597,17 @@ fn outcome(state: &str, json: String) -> StoredOutcome {
     if state == "s" { StoredOutcome::Succeeded(json) } else { StoredOutcome::Failed(json) }
 }
 
+fn state_code(outcome: &StoredOutcome) -> &'static str {
+    match outcome {
+        StoredOutcome::Succeeded(_) => "s",
+        StoredOutcome::Failed(_) => "f",
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
 fn parse_claim(v: Value) -> Result<Claim, StoreError> {
     let Value::Array(items) = v else { return Err(StoreError::new("redis: unexpected claim reply")) };
     let tag = items.first().and_then(text).unwrap_or_default();
@@ -168,13 +628,14 @@ fn parse_claim(v: Value) -> Result<Claim, StoreError> {
         "done" => {
             let state = items.get(1).and_then(text).ok_or_else(bad)?;
             let json = items.get(2).and_then(text).ok_or_else(bad)?;
-            Claim::Done(outcome(&state, json))
+            let left = items.get(3).and_then(int).ok_or_else(bad)?;
+            Claim::Done(outcome(&state, json), left)
         }
         _ => return Err(bad()),
     })
 }
 
-const EVENT_FIELDS: [&str; 11] = [
+const EVENT_FIELDS: [&str; 13] = [
     "tenant",
     "method",
     "key",
@@ -186,24 +647,46 @@ const EVENT_FIELDS: [&str; 11] = [
     "outcome",
     "created",
     "updated",
+    "expires",
+    "token",
 ];
 
 impl Store for RedisStore {
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let reply: Value = self
-                .claim
-                .key(self.record_key(req.key))
-                .key(self.token_key())
+            let (record, tokens) = self.record_keys(req.key);
+            let mut inv = self.scripts.claim.prepare_invoke();
+            inv.key(record)
+                .key(tokens)
                 .arg(req.fingerprint)
                 .arg(if req.force_retry { "1" } else { "0" })
-                .arg(req.lease.as_millis() as u64)
-                .arg(req.ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(err)?;
-            parse_claim(reply)
+                .arg(ms(req.lease))
+                .arg(ms(req.ttl).max(1))
+                .arg(ms(takeover_window(req.lease)))
+                .arg(ms(req.ttl).saturating_add(ms(req.lease)).saturating_add(TOKEN_KEEP_MS));
+            let (reply, acks) = self.eval::<Value>(&inv, true).await?;
+            let claim = parse_claim(reply)?;
+            if matches!(claim, Claim::Acquired { .. }) {
+                self.replicated(acks)?;
+            }
+            Ok(claim)
+        })
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.scripts.renew.prepare_invoke();
+            inv.key(self.record_keys(key).0).arg(token).arg(ms(lease));
+            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            if done == 1 {
+                self.replicated(acks)?;
+            }
+            Ok(done == 1)
         })
     }
 
@@ -215,36 +698,25 @@ impl Store for RedisStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let state = match outcome {
-                StoredOutcome::Succeeded(_) => "s",
-                StoredOutcome::Failed(_) => "f",
-            };
-            let done: i64 = self
-                .complete
-                .key(self.record_key(key))
+            let mut inv = self.scripts.complete.prepare_invoke();
+            inv.key(self.record_keys(key).0)
                 .arg(token)
-                .arg(state)
+                .arg(state_code(outcome))
                 .arg(outcome.json())
-                .arg(ttl.as_millis().max(1) as u64)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(err)?;
+                .arg(ms(ttl).max(1));
+            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            if done == 1 {
+                self.replicated(acks)?;
+            }
             Ok(done == 1)
         })
     }
 
     fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let done: i64 = self
-                .release
-                .key(self.record_key(key))
-                .arg(token)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(err)?;
-            Ok(done == 1)
+            let mut inv = self.scripts.release.prepare_invoke();
+            inv.key(self.record_keys(key).0).arg(token);
+            Ok(self.eval::<i64>(&inv, false).await?.0 == 1)
         })
     }
 
@@ -252,139 +724,177 @@ impl Store for RedisStore {
         Box::pin(async move {
             let mut conn = self.conn.clone();
             let v: Vec<Value> = redis::cmd("HMGET")
-                .arg(self.record_key(key))
-                .arg(&["fp", "state", "outcome", "token", "lease", "expires"][..])
+                .arg(self.record_keys(key).0)
+                .arg(&["fp", "state", "outcome", "token", "lease", "expires", "tt", "tu"][..])
                 .query_async(&mut conn)
                 .await
                 .map_err(err)?;
+            let number = |i: usize| v.get(i).and_then(int);
             let Some(fingerprint) = v.first().and_then(text) else { return Ok(None) };
             let state = v.get(1).and_then(text).unwrap_or_default();
             let state = match state.as_str() {
-                "p" => RecordState::Processing { lease_until_ms: v.get(4).and_then(int).unwrap_or(0) },
+                "p" => RecordState::Processing { lease_until_ms: number(4).unwrap_or(0) },
                 s => RecordState::Done(outcome(s, v.get(2).and_then(text).unwrap_or_default())),
+            };
+            let takeover = match (number(6), number(7)) {
+                (Some(token), Some(until_ms)) => Some(TakeOver { token, until_ms }),
+                _ => None,
             };
             Ok(Some(Record {
                 fingerprint,
                 state,
-                token: v.get(3).and_then(int).unwrap_or(0),
-                expires_at_ms: v.get(5).and_then(int).unwrap_or(0),
+                token: number(3).unwrap_or(0),
+                expires_at_ms: number(5).unwrap_or(0),
+                takeover,
             }))
         })
     }
 
     fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let key = self.event_key(&e.id);
+            let pending = e.status == EventStatus::Processing;
+            // The index entry first: a crash between the two leaves an entry without a hash
+            // (dropped after the grace), never a pending event that no listing reaches.
+            if pending {
+                self.index_pending(&e.id, e.created_at_ms).await?;
+            }
             let ttl = e.expires_at_ms.saturating_sub(now_ms()).max(1);
-            let (status, out) = event_status(e.status, e.outcome.as_ref());
             let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-            let mut pipe = redis::pipe();
-            pipe.atomic().del(&key).hset_multiple(
-                &key,
-                &[
-                    ("tenant", e.record.tenant.to_string()),
-                    ("method", e.record.method.to_string()),
-                    ("key", e.record.key.to_string()),
-                    ("fp", e.fingerprint.clone()),
-                    ("tags", tags),
-                    ("status", status.to_owned()),
-                    ("created", e.created_at_ms.to_string()),
-                    ("updated", e.updated_at_ms.to_string()),
-                    ("expires", e.expires_at_ms.to_string()),
-                ],
-            );
-            if let Some(p) = &e.params {
-                pipe.hset(&key, "params", p);
+            let mut fields: Vec<(&str, String)> = vec![
+                ("tenant", e.record.tenant.to_string()),
+                ("method", e.record.method.to_string()),
+                ("key", e.record.key.to_string()),
+                ("fp", e.fingerprint.clone()),
+                ("tags", tags),
+                ("status", e.status.as_str().to_owned()),
+                ("created", e.created_at_ms.to_string()),
+                ("updated", e.updated_at_ms.to_string()),
+                ("expires", e.expires_at_ms.to_string()),
+                ("token", e.token.to_string()),
+            ];
+            fields.extend(e.params.clone().map(|p| ("params", p)));
+            fields.extend(e.return_step.clone().map(|r| ("return_step", r)));
+            fields.extend(e.outcome.as_ref().map(|o| ("outcome", o.json().to_owned())));
+            let mut inv = self.scripts.put_event.prepare_invoke();
+            inv.key(self.event_key(&e.id)).arg(ttl);
+            for (name, value) in &fields {
+                inv.arg(*name).arg(value);
             }
-            if let Some(r) = &e.return_step {
-                pipe.hset(&key, "return_step", r);
+            self.eval::<i64>(&inv, false).await?;
+            if !pending {
+                self.unindex_pending(&e.id).await?;
             }
-            if let Some(o) = out {
-                pipe.hset(&key, "outcome", o);
-            }
-            pipe.pexpire(&key, ttl as i64);
-            if e.status == EventStatus::Processing {
-                pipe.zadd(self.pending_key(), &e.id, e.created_at_ms);
-            } else {
-                pipe.zrem(self.pending_key(), &e.id);
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(err)
+            Ok(())
         })
     }
 
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.conn.clone();
-            load_event(&mut conn, &self.event_key(id), id).await
-        })
+        Box::pin(self.load_event(id))
     }
 
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let key = self.event_key(id);
-            let (status, out) = event_status(oncerpc_core::store::status_of(outcome), Some(outcome));
-            // Only an existing event is updated (HSET on a missing key would create one
-            // without expiry).
-            let exists: bool = conn.exists(&key).await.map_err(err)?;
-            if exists {
-                redis::pipe()
-                    .atomic()
-                    .hset(&key, "status", status)
-                    .hset(&key, "outcome", out.unwrap_or_default())
-                    .hset(&key, "updated", now_ms())
-                    .zrem(self.pending_key(), id)
-                    .query_async::<()>(&mut conn)
-                    .await
-                    .map_err(err)?;
-            } else {
-                let _: () = conn.zrem(self.pending_key(), id).await.map_err(err)?;
+            let mut inv = self.scripts.finish_event.prepare_invoke();
+            inv.key(self.event_key(id))
+                .arg(token)
+                .arg(status_of(outcome).as_str())
+                .arg(outcome.json())
+                .arg(now_ms());
+            let landed = self.eval::<i64>(&inv, false).await?.0 == 1;
+            if landed {
+                self.unindex_pending(id).await?;
             }
-            Ok(())
+            Ok(landed)
         })
     }
 
-    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
-            let key = self.event_key(id);
-            let created: Option<u64> = conn.hget(&key, "created").await.map_err(err)?;
-            if let Some(created) = created {
-                redis::pipe()
-                    .atomic()
-                    .hset(&key, "status", "processing")
-                    .hdel(&key, "outcome")
-                    .hset(&key, "updated", now_ms())
-                    .zadd(self.pending_key(), id, created)
-                    .query_async::<()>(&mut conn)
-                    .await
-                    .map_err(err)?;
+            let created: Option<u64> = redis::cmd("HGET")
+                .arg(self.event_key(id))
+                .arg("created")
+                .query_async(&mut conn)
+                .await
+                .map_err(err)?;
+            let Some(created) = created else { return Ok(false) };
+            // Indexed before (a crash right after the restart leaves it listed) and after (a
+            // concurrent listing may have dropped the entry while the event was finished).
+            // A refused restart leaves a stale entry, which the next listing drops.
+            self.index_pending(id, created).await?;
+            let mut inv = self.scripts.restart_event.prepare_invoke();
+            inv.key(self.event_key(id)).arg(token).arg(now_ms());
+            let landed = self.eval::<i64>(&inv, false).await?.0 == 1;
+            if landed {
+                self.index_pending(id, created).await?;
             }
-            Ok(())
+            Ok(landed)
         })
     }
 
-    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
         Box::pin(async move {
+            let mut page = Vec::new();
+            if limit == 0 {
+                return Ok((page, None));
+            }
+            let after = cursor.and_then(parse_pending_cursor);
+            let min = after.map_or_else(|| "-inf".to_owned(), |(at, _)| at.to_string());
             let mut conn = self.conn.clone();
-            let ids: Vec<String> =
-                conn.zrange(self.pending_key(), 0, limit.saturating_sub(1) as isize).await.map_err(err)?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                match load_event(&mut conn, &self.event_key(&id), &id).await? {
-                    Some(e) if e.status == EventStatus::Processing => out.push(e),
-                    // Expired or finished: drop it from the index.
-                    _ => {
-                        let _: () = conn.zrem(self.pending_key(), &id).await.map_err(err)?;
+            // Index entries from the cursor's score on, in (score, id) order, `limit` at a
+            // time; `offset` counts the entries examined and still in the index.
+            let mut offset = 0usize;
+            loop {
+                let batch: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(self.pending_key())
+                    .arg(&min)
+                    .arg("+inf")
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(offset)
+                    .arg(limit)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(err)?;
+                let fetched = batch.len();
+                offset += fetched;
+                let entries: Vec<(String, u64)> = batch
+                    .into_iter()
+                    .map(|(id, score)| (id, score as u64))
+                    .filter(|(id, score)| after.is_none_or(|(at, last)| (*score, id.as_str()) > (at, last)))
+                    .collect();
+                let events =
+                    futures::future::try_join_all(entries.iter().map(|(id, _)| self.load_event(id))).await?;
+                let now = now_ms();
+                for ((id, score), event) in entries.iter().zip(events) {
+                    match event {
+                        Some(e) if e.status == EventStatus::Processing => {
+                            page.push(e);
+                            if page.len() == limit {
+                                return Ok((page, Some(format!("{score}:{id}"))));
+                            }
+                        }
+                        // Finished, or gone (expired) for longer than a creation takes.
+                        Some(_) => offset -= usize::from(self.unindex_pending(id).await?),
+                        None if score.saturating_add(PENDING_GRACE_MS) < now => {
+                            offset -= usize::from(self.unindex_pending(id).await?)
+                        }
+                        None => {}
                     }
                 }
+                if fetched < limit {
+                    return Ok((page, None));
+                }
             }
-            Ok(out)
         })
     }
 
@@ -398,34 +908,4 @@ impl Store for RedisStore {
             redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ()).map_err(err)
         })
     }
-}
-
-fn event_status(status: EventStatus, outcome: Option<&StoredOutcome>) -> (&'static str, Option<&str>) {
-    (status.as_str(), outcome.map(StoredOutcome::json))
-}
-
-async fn load_event(conn: &mut ConnectionManager, key: &str, id: &str) -> Result<Option<Event>, StoreError> {
-    let v: Vec<Option<String>> =
-        redis::cmd("HMGET").arg(key).arg(&EVENT_FIELDS[..]).query_async(conn).await.map_err(err)?;
-    let field = |i: usize| v.get(i).cloned().flatten();
-    let Some(tenant) = field(0) else { return Ok(None) };
-    let status = field(7).and_then(|s| EventStatus::parse(&s)).unwrap_or(EventStatus::Processing);
-    let outcome = field(8).filter(|o| !o.is_empty()).map(|o| match status {
-        EventStatus::Failed => StoredOutcome::Failed(o),
-        _ => StoredOutcome::Succeeded(o),
-    });
-    let expires: Option<u64> = conn.hget(key, "expires").await.map_err(err)?;
-    Ok(Some(Event {
-        id: id.to_owned(),
-        record: RecordKey::new(tenant, field(1).unwrap_or_default(), field(2).unwrap_or_default()),
-        fingerprint: field(3).unwrap_or_default(),
-        params: field(4),
-        return_step: field(5),
-        tags: field(6).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
-        status,
-        outcome: if status == EventStatus::Processing { None } else { outcome },
-        created_at_ms: field(9).and_then(|c| c.parse().ok()).unwrap_or(0),
-        updated_at_ms: field(10).and_then(|c| c.parse().ok()).unwrap_or(0),
-        expires_at_ms: expires.unwrap_or(0),
-    }))
 }

@@ -6,13 +6,21 @@
 //!   callers send it operations over a channel and await a oneshot reply.
 //! * **Group commit**: the thread drains every queued operation into one `BEGIN IMMEDIATE`
 //!   transaction, commits once (one fsync), then replies. Under load many claims share a
-//!   commit; alone, an operation commits by itself.
+//!   commit; alone, an operation commits by itself. The operations' clock (`now`) is read
+//!   once the transaction holds the write lock, so a wait for another process's lock never
+//!   shortens a lease.
 //! * **Durable against `kill -9`** (and power loss): `synchronous = FULL`; a reply is only
 //!   sent after its transaction committed.
 //! * **Several processes may share a file**: `BEGIN IMMEDIATE` takes SQLite's write lock, so
 //!   a claim's read-modify-write is atomic across processes too (busy timeout 5 s).
+//! * **Fencing tokens** come from a one-row counter table (`token_counter`), bumped in the
+//!   claim's transaction: they grow strictly for every key, also after its record was
+//!   released or swept.
+//! * **Take-over and renew**: an expired lease is taken over in two steps (the claim records
+//!   an unconfirmed take-over next to the owner; `renew` with its token confirms it), and the
+//!   live owner's `renew` extends its lease (the rules are `oncerpc_core::store`'s).
 //! * Embedded migrations keyed on `PRAGMA user_version`; expired records are swept by the
-//!   writer thread once a minute.
+//!   writer thread once a minute (a processing record never expires before its lease).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -20,10 +28,11 @@ use std::time::{Duration, Instant};
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, decide, decide_complete, may_release, now_ms,
+    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Release, Store, StoreError,
+    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, now_ms,
+    parse_pending_cursor, pending_cursor, status_of,
 };
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
 /// Most operations folded into one transaction.
@@ -64,18 +73,33 @@ const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     CREATE INDEX IF NOT EXISTS events_pending ON events (status, created_at);
     CREATE INDEX IF NOT EXISTS events_expires ON events (expires_at);",
+    // 3: an unconfirmed take-over of a processing record (both NULL: none).
+    "ALTER TABLE idempotency_records ADD COLUMN takeover_token INTEGER;
+    ALTER TABLE idempotency_records ADD COLUMN takeover_until INTEGER;",
+    // 4: fencing tokens from one counter, so they keep growing after a record is deleted.
+    // Seeded past every token in use, so that upgraded databases stay monotonic.
+    "CREATE TABLE token_counter (
+        id   INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
+        last INTEGER NOT NULL
+    );
+    INSERT INTO token_counter (id, last) SELECT 0, COALESCE(MAX(token), 0) FROM idempotency_records;",
+    // 5: the token that owns an event; pending events paged by (created_at, id).
+    "ALTER TABLE events ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX IF EXISTS events_pending;
+    CREATE INDEX events_pending ON events (status, created_at, id);",
 ];
 
 enum Op {
     Claim { key: RecordKey, fingerprint: String, force_retry: bool, lease: Duration, ttl: Duration },
+    Renew { key: RecordKey, token: u64, lease: Duration },
     Complete { key: RecordKey, token: u64, outcome: StoredOutcome, ttl: Duration },
     Release { key: RecordKey, token: u64 },
     Get { key: RecordKey },
     PutEvent(Box<Event>),
     GetEvent(String),
-    FinishEvent { id: String, outcome: StoredOutcome },
-    RestartEvent(String),
-    PendingEvents(usize),
+    FinishEvent { id: String, token: u64, outcome: StoredOutcome },
+    RestartEvent { id: String, token: u64 },
+    PendingEvents { after: Option<(u64, String)>, limit: usize },
 }
 
 enum Done {
@@ -84,6 +108,28 @@ enum Done {
     Record(Option<Record>),
     Unit,
     Events(Vec<Event>),
+}
+
+impl Done {
+    fn claim(self) -> Option<Claim> {
+        if let Done::Claim(c) = self { Some(c) } else { None }
+    }
+
+    fn bool(self) -> Option<bool> {
+        if let Done::Bool(b) = self { Some(b) } else { None }
+    }
+
+    fn record(self) -> Option<Option<Record>> {
+        if let Done::Record(r) = self { Some(r) } else { None }
+    }
+
+    fn unit(self) -> Option<()> {
+        if let Done::Unit = self { Some(()) } else { None }
+    }
+
+    fn events(self) -> Option<Vec<Event>> {
+        if let Done::Events(v) = self { Some(v) } else { None }
+    }
 }
 
 type Reply = oneshot::Sender<Result<Done, StoreError>>;
@@ -111,10 +157,13 @@ impl SqliteStore {
         &self.path
     }
 
-    async fn call(&self, op: Op) -> Result<Done, StoreError> {
+    /// Run `op` on the writer thread; `unpack` takes the answer out of its reply.
+    async fn call<T>(&self, op: Op, unpack: fn(Done) -> Option<T>) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.tx.send((op, reply)).map_err(|_| StoreError::new("the SQLite writer thread has stopped"))?;
-        rx.await.map_err(|_| StoreError::new("the SQLite writer thread dropped the request"))?
+        let done =
+            rx.await.map_err(|_| StoreError::new("the SQLite writer thread dropped the request"))??;
+        unpack(done).ok_or_else(|| StoreError::new("unexpected reply from the SQLite writer thread"))
     }
 }
 
@@ -123,6 +172,12 @@ fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     conn.busy_timeout(Duration::from_secs(5))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Apply the migrations this database has not seen yet, each in its own transaction.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -130,7 +185,7 @@ fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
         tx.pragma_update(None, "user_version", i + 1)?;
         tx.commit()?;
     }
-    Ok(conn)
+    Ok(())
 }
 
 fn writer(mut conn: Connection, rx: mpsc::Receiver<(Op, Reply)>) {
@@ -143,15 +198,13 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<(Op, Reply)>) {
                 Err(_) => break,
             }
         }
-        let now = now_ms();
-        let results = run_group(&mut conn, &group, now);
+        let results = run_group(&mut conn, &group);
         for ((_, reply), result) in group.into_iter().zip(results) {
             let _ = reply.send(result);
         }
         if last_sweep.elapsed() >= SWEEP_EVERY {
             last_sweep = Instant::now();
-            match conn.execute("DELETE FROM idempotency_records WHERE expires_at <= ?1", params![now as i64])
-            {
+            match sweep(&mut conn) {
                 Ok(n) if n > 0 => tracing::debug!(deleted = n, "expired idempotency records swept"),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "sweeping expired records failed"),
@@ -162,7 +215,7 @@ fn writer(mut conn: Connection, rx: mpsc::Receiver<(Op, Reply)>) {
 }
 
 /// One transaction for the whole group; nobody is answered before it commits.
-fn run_group(conn: &mut Connection, group: &[(Op, Reply)], now: u64) -> Vec<Result<Done, StoreError>> {
+fn run_group(conn: &mut Connection, group: &[(Op, Reply)]) -> Vec<Result<Done, StoreError>> {
     let fail_all = |e: rusqlite::Error| -> Vec<Result<Done, StoreError>> {
         tracing::error!(error = %e, "SQLite transaction failed");
         group.iter().map(|_| Err(StoreError::new(format!("sqlite: {e}")))).collect()
@@ -171,6 +224,9 @@ fn run_group(conn: &mut Connection, group: &[(Op, Reply)], now: u64) -> Vec<Resu
         Ok(tx) => tx,
         Err(e) => return fail_all(e),
     };
+    // Only now: `BEGIN IMMEDIATE` may have waited (up to the busy timeout) for another
+    // process's write lock, and a lease granted from an earlier clock would end early.
+    let now = now_ms();
     let results: Vec<Result<Done, StoreError>> = group
         .iter()
         .map(|(op, _)| apply(&tx, op, now).map_err(|e| StoreError::new(format!("sqlite: {e}"))))
@@ -181,62 +237,70 @@ fn run_group(conn: &mut Connection, group: &[(Op, Reply)], now: u64) -> Vec<Resu
     }
 }
 
-fn apply(tx: &rusqlite::Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
+/// Delete expired records. A processing record expires no earlier than its lease (its
+/// `expires_at` is always past `lease_until`), so a live execution's record is never swept.
+fn sweep(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let now = now_ms() as i64;
+    let mut n = tx.execute("DELETE FROM idempotency_records WHERE expires_at <= ?1", params![now])?;
+    n += tx.execute("DELETE FROM events WHERE expires_at <= ?1", params![now])?;
+    tx.commit()?;
+    Ok(n)
+}
+
+fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
     match op {
         Op::Claim { key, fingerprint, force_retry, lease, ttl } => {
             let existing = load(tx, key)?;
             let req = ClaimRequest { key, fingerprint, force_retry: *force_retry, lease: *lease, ttl: *ttl };
-            let (claim, new) = decide(existing.as_ref(), &req, now);
+            // `decide` draws a token through an infallible closure: keep the SQL error for after.
+            let mut failed = None;
+            let (claim, new) = decide(existing.as_ref(), &req, now, || {
+                next_token(tx).unwrap_or_else(|e| {
+                    failed = Some(e);
+                    0
+                })
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
             if let Some(rec) = new {
                 save(tx, key, &rec, now)?;
             }
             Ok(Done::Claim(claim))
         }
+        Op::Renew { key, token, lease } => {
+            let renewed = decide_renew(load(tx, key)?.as_ref(), *token, *lease, now);
+            if let Some(rec) = &renewed {
+                save(tx, key, rec, now)?;
+            }
+            Ok(Done::Bool(renewed.is_some()))
+        }
         Op::Complete { key, token, outcome, ttl } => {
-            let existing = load(tx, key)?;
-            match decide_complete(existing.as_ref(), *token, outcome, *ttl, now) {
-                Some(rec) => {
+            match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
+                Some(Some(rec)) => {
                     save(tx, key, &rec, now)?;
                     Ok(Done::Bool(true))
                 }
+                // The same outcome already landed under this token.
+                Some(None) => Ok(Done::Bool(true)),
                 None => Ok(Done::Bool(false)),
             }
         }
-        Op::Release { key, token } => {
-            let existing = load(tx, key)?;
-            let ok = may_release(existing.as_ref(), *token);
-            if ok {
-                tx.prepare_cached(
-                    "DELETE FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3",
-                )?
-                .execute(params![&*key.tenant, &*key.method, &*key.key])?;
+        Op::Release { key, token } => match decide_release(load(tx, key)?.as_ref(), *token) {
+            Release::Delete => {
+                delete(tx, key)?;
+                Ok(Done::Bool(true))
             }
-            Ok(Done::Bool(ok))
-        }
+            Release::Withdraw(rec) => {
+                save(tx, key, &rec, now)?;
+                Ok(Done::Bool(true))
+            }
+            Release::Refused => Ok(Done::Bool(false)),
+        },
         Op::Get { key } => Ok(Done::Record(load(tx, key)?.filter(|r| r.expires_at_ms > now))),
         Op::PutEvent(e) => {
-            let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
-            let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
-                   status, outcome, created_at, updated_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-            )?
-            .execute(params![
-                e.id,
-                &*e.record.tenant,
-                &*e.record.method,
-                &*e.record.key,
-                e.fingerprint,
-                e.params,
-                e.return_step,
-                tags,
-                status,
-                outcome,
-                e.created_at_ms as i64,
-                e.updated_at_ms as i64,
-                e.expires_at_ms as i64,
-            ])?;
+            put_event(tx, e)?;
             Ok(Done::Unit)
         }
         Op::GetEvent(id) => {
@@ -244,29 +308,75 @@ fn apply(tx: &rusqlite::Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<
             let e = tx.prepare_cached(&sql)?.query_row(params![id, now as i64], event_row).optional()?;
             Ok(Done::Events(e.into_iter().collect()))
         }
-        Op::FinishEvent { id, outcome } => {
-            let (status, outcome) = event_columns(oncerpc_core::store::status_of(outcome), Some(outcome));
-            tx.prepare_cached("UPDATE events SET status = ?2, outcome = ?3, updated_at = ?4 WHERE id = ?1")?
-                .execute(params![id, status, outcome, now as i64])?;
-            Ok(Done::Unit)
+        Op::FinishEvent { id, token, outcome } => {
+            let (status, outcome) = event_columns(status_of(outcome), Some(outcome));
+            let n = tx
+                .prepare_cached(
+                    "UPDATE events SET status = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1 AND token = ?2",
+                )?
+                .execute(params![id, *token as i64, status, outcome, now as i64])?;
+            Ok(Done::Bool(n > 0))
         }
-        Op::RestartEvent(id) => {
-            tx.prepare_cached("UPDATE events SET status = 0, outcome = NULL, updated_at = ?2 WHERE id = ?1")?
-                .execute(params![id, now as i64])?;
-            Ok(Done::Unit)
+        Op::RestartEvent { id, token } => {
+            let n = tx
+                .prepare_cached(
+                    "UPDATE events SET status = 0, outcome = NULL, token = ?2, updated_at = ?3
+                     WHERE id = ?1 AND token < ?2",
+                )?
+                .execute(params![id, *token as i64, now as i64])?;
+            Ok(Done::Bool(n > 0))
         }
-        Op::PendingEvents(limit) => {
-            let sql =
-                format!("{EVENT_SELECT} WHERE status = 0 AND expires_at > ?1 ORDER BY created_at LIMIT ?2");
+        Op::PendingEvents { after, limit } => {
+            // After the cursor's (created_at, id); without one, from before the first possible.
+            let (after_at, after_id) = after.as_ref().map_or((i64::MIN, ""), |(at, id)| (*at as i64, id));
+            let sql = format!(
+                "{EVENT_SELECT} WHERE status = 0 AND expires_at > ?1 AND (created_at, id) > (?2, ?3)
+                 ORDER BY created_at, id LIMIT ?4"
+            );
             let mut stmt = tx.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![now as i64, *limit as i64], event_row)?;
+            let rows = stmt.query_map(params![now as i64, after_at, after_id, *limit as i64], event_row)?;
             Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
         }
     }
 }
 
+/// The next fencing token: one counter for every key, so tokens never repeat, whatever was
+/// deleted. Called inside the claim's transaction.
+fn next_token(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
+    tx.prepare_cached("UPDATE token_counter SET last = last + 1 WHERE id = 0 RETURNING last")?
+        .query_row([], |row| row.get::<_, i64>(0))
+        .map(|t| t as u64)
+}
+
 const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
-    outcome, created_at, updated_at, expires_at FROM events";
+    outcome, created_at, updated_at, expires_at, token FROM events";
+
+fn put_event(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
+    let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
+    let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
+           status, outcome, created_at, updated_at, expires_at, token)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        e.id,
+        &*e.record.tenant,
+        &*e.record.method,
+        &*e.record.key,
+        e.fingerprint,
+        e.params,
+        e.return_step,
+        tags,
+        status,
+        outcome,
+        e.created_at_ms as i64,
+        e.updated_at_ms as i64,
+        e.expires_at_ms as i64,
+        e.token as i64,
+    ])?;
+    Ok(())
+}
 
 fn event_columns(status: EventStatus, outcome: Option<&StoredOutcome>) -> (i64, Option<&str>) {
     let code = match status {
@@ -298,13 +408,14 @@ fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         created_at_ms: row.get::<_, i64>(10)? as u64,
         updated_at_ms: row.get::<_, i64>(11)? as u64,
         expires_at_ms: row.get::<_, i64>(12)? as u64,
+        token: row.get::<_, i64>(13)? as u64,
     })
 }
 
-fn load(tx: &rusqlite::Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record>> {
+fn load(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record>> {
     tx.prepare_cached(
-        "SELECT fingerprint, state, outcome, token, lease_until, expires_at FROM idempotency_records
-         WHERE tenant = ?1 AND method = ?2 AND key = ?3",
+        "SELECT fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until
+         FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3",
     )?
     .query_row(params![&*key.tenant, &*key.method, &*key.key], |row| {
         let state: i64 = row.get(1)?;
@@ -315,17 +426,22 @@ fn load(tx: &rusqlite::Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Opt
             (2, Some(o)) => RecordState::Done(StoredOutcome::Failed(o)),
             _ => RecordState::Processing { lease_until_ms: lease_until as u64 },
         };
+        let takeover = match (row.get::<_, Option<i64>>(6)?, row.get::<_, Option<i64>>(7)?) {
+            (Some(token), Some(until)) => Some(TakeOver { token: token as u64, until_ms: until as u64 }),
+            _ => None,
+        };
         Ok(Record {
             fingerprint: row.get(0)?,
             state,
             token: row.get::<_, i64>(3)? as u64,
             expires_at_ms: row.get::<_, i64>(5)? as u64,
+            takeover,
         })
     })
     .optional()
 }
 
-fn save(tx: &rusqlite::Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<()> {
+fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<()> {
     let (state, outcome, lease_until) = match &rec.state {
         RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
         RecordState::Done(StoredOutcome::Succeeded(o)) => (1, Some(o.as_str()), 0),
@@ -333,12 +449,14 @@ fn save(tx: &rusqlite::Transaction<'_>, key: &RecordKey, rec: &Record, now: u64)
     };
     tx.prepare_cached(
         "INSERT INTO idempotency_records
-           (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+           (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at,
+            takeover_token, takeover_until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (tenant, method, key) DO UPDATE SET
            fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
            token = excluded.token, lease_until = excluded.lease_until,
-           expires_at = excluded.expires_at, updated_at = excluded.updated_at",
+           expires_at = excluded.expires_at, updated_at = excluded.updated_at,
+           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until",
     )?
     .execute(params![
         &*key.tenant,
@@ -351,25 +469,37 @@ fn save(tx: &rusqlite::Transaction<'_>, key: &RecordKey, rec: &Record, now: u64)
         lease_until,
         rec.expires_at_ms as i64,
         now as i64,
+        rec.takeover.map(|t| t.token as i64),
+        rec.takeover.map(|t| t.until_ms as i64),
     ])?;
+    Ok(())
+}
+
+fn delete(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3")?
+        .execute(params![&*key.tenant, &*key.method, &*key.key])?;
     Ok(())
 }
 
 impl Store for SqliteStore {
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
-        Box::pin(async move {
-            let op = Op::Claim {
-                key: req.key.clone(),
-                fingerprint: req.fingerprint.to_owned(),
-                force_retry: req.force_retry,
-                lease: req.lease,
-                ttl: req.ttl,
-            };
-            match self.call(op).await? {
-                Done::Claim(c) => Ok(c),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
-        })
+        let op = Op::Claim {
+            key: req.key.clone(),
+            fingerprint: req.fingerprint.to_owned(),
+            force_retry: req.force_retry,
+            lease: req.lease,
+            ttl: req.ttl,
+        };
+        Box::pin(self.call(op, Done::claim))
+    }
+
+    fn renew<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.call(Op::Renew { key: key.clone(), token, lease }, Done::bool))
     }
 
     fn complete<'a>(
@@ -379,69 +509,144 @@ impl Store for SqliteStore {
         outcome: &'a StoredOutcome,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            match self.call(Op::Complete { key: key.clone(), token, outcome: outcome.clone(), ttl }).await? {
-                Done::Bool(b) => Ok(b),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
-        })
+        let op = Op::Complete { key: key.clone(), token, outcome: outcome.clone(), ttl };
+        Box::pin(self.call(op, Done::bool))
     }
 
     fn release<'a>(&'a self, key: &'a RecordKey, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            match self.call(Op::Release { key: key.clone(), token }).await? {
-                Done::Bool(b) => Ok(b),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
-        })
+        Box::pin(self.call(Op::Release { key: key.clone(), token }, Done::bool))
     }
 
     fn get<'a>(&'a self, key: &'a RecordKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
-        Box::pin(async move {
-            match self.call(Op::Get { key: key.clone() }).await? {
-                Done::Record(r) => Ok(r),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
-        })
+        Box::pin(self.call(Op::Get { key: key.clone() }, Done::record))
     }
 
     fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.call(Op::PutEvent(Box::new(event.clone()))).await.map(|_| ()) })
+        Box::pin(self.call(Op::PutEvent(Box::new(event.clone())), Done::unit))
     }
 
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {
-        Box::pin(async move {
-            match self.call(Op::GetEvent(id.to_owned())).await? {
-                Done::Events(mut v) => Ok(v.pop()),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
-        })
+        Box::pin(async move { Ok(self.call(Op::GetEvent(id.to_owned()), Done::events).await?.pop()) })
     }
 
     fn finish_event<'a>(
         &'a self,
         id: &'a str,
+        token: u64,
         outcome: &'a StoredOutcome,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.call(Op::FinishEvent { id: id.to_owned(), outcome: outcome.clone() }).await.map(|_| ())
-        })
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let op = Op::FinishEvent { id: id.to_owned(), token, outcome: outcome.clone() };
+        Box::pin(self.call(op, Done::bool))
     }
 
-    fn restart_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move { self.call(Op::RestartEvent(id.to_owned())).await.map(|_| ()) })
+    fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.call(Op::RestartEvent { id: id.to_owned(), token }, Done::bool))
     }
 
-    fn pending_events(&self, limit: usize) -> BoxFuture<'_, Result<Vec<Event>, StoreError>> {
+    fn pending_events<'a>(
+        &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
+        // A malformed cursor starts over (the contract of `parse_pending_cursor`).
+        let after = cursor.and_then(parse_pending_cursor).map(|(at, id)| (at, id.to_owned()));
         Box::pin(async move {
-            match self.call(Op::PendingEvents(limit)).await? {
-                Done::Events(v) => Ok(v),
-                _ => Err(StoreError::new("unexpected reply")),
-            }
+            let page = self.call(Op::PendingEvents { after, limit }, Done::events).await?;
+            let next = if page.len() == limit { page.last().map(pending_cursor) } else { None };
+            Ok((page, next))
         })
     }
 
     fn name(&self) -> &'static str {
         "sqlite"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use oncerpc_core::store::AcquireKind;
+
+    use super::*;
+
+    fn temp_db(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("oncerpc-sqlite-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.db"));
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        path
+    }
+
+    async fn claim(store: &SqliteStore, key: &RecordKey, lease: Duration) -> Claim {
+        let req =
+            ClaimRequest { key, fingerprint: "fp", force_retry: false, lease, ttl: Duration::from_secs(60) };
+        store.claim(req).await.unwrap()
+    }
+
+    /// A database made before the token counter: its tokens keep growing, its events read
+    /// with token 0.
+    #[tokio::test]
+    async fn upgraded_database_keeps_tokens_growing() {
+        let path = temp_db("upgrade");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute_batch(
+                "INSERT INTO idempotency_records VALUES ('t', 'm', 'old', 'fp', 1, '1', 41, 0, 1, 1);
+                 INSERT INTO events VALUES ('evt_old', 't', 'm', 'old', 'fp', NULL, NULL, '[]', 0, NULL,
+                   5, 5, 9223372036854775807);",
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        // The old record has expired: a fresh claim, with a token past every old one.
+        let old = RecordKey::new("t", "m", "old");
+        assert_eq!(
+            claim(&store, &old, Duration::from_secs(60)).await,
+            Claim::Acquired { token: 42, kind: AcquireKind::Fresh }
+        );
+        let other = RecordKey::new("t", "m", "other");
+        assert_eq!(
+            claim(&store, &other, Duration::from_secs(60)).await,
+            Claim::Acquired { token: 43, kind: AcquireKind::Fresh }
+        );
+        let ev = store.get_event("evt_old").await.unwrap().expect("old event");
+        assert_eq!((ev.token, ev.status), (0, EventStatus::Processing));
+        assert!(store.restart_event("evt_old", 42).await.unwrap());
+        let (pending, next) = store.pending_events(None, 10).await.unwrap();
+        assert_eq!((pending.len(), pending[0].token, next), (1, 42, None));
+    }
+
+    /// Issue: the clock was read before `BEGIN IMMEDIATE` waited for another process's write
+    /// lock, so the lease granted after the wait ended early by the length of the wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lease_starts_after_the_write_lock_wait() {
+        let path = temp_db("lock-wait");
+        let store = Arc::new(SqliteStore::open(&path).unwrap());
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let key = RecordKey::new("t", "m", "k");
+        let lease = Duration::from_secs(2);
+        let task = tokio::spawn({
+            let (store, key) = (store.clone(), key.clone());
+            async move { claim(&store, &key, lease).await }
+        });
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let unlocked_at = now_ms();
+        other.execute_batch("COMMIT").unwrap();
+        assert!(matches!(task.await.unwrap(), Claim::Acquired { kind: AcquireKind::Fresh, .. }));
+        match store.get(&key).await.unwrap().map(|r| r.state) {
+            Some(RecordState::Processing { lease_until_ms }) => assert!(
+                lease_until_ms >= unlocked_at + 2000,
+                "lease ends at {lease_until_ms}, before {} (lock released + lease)",
+                unlocked_at + 2000
+            ),
+            other => panic!("expected a processing record, got {other:?}"),
+        }
     }
 }

@@ -64,6 +64,30 @@ impl Gateway {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// SIGTERM: the graceful shutdown of a rolling deploy.
+    pub fn sigterm(&self) {
+        let status =
+            Command::new("kill").args(["-TERM", &self.pid().to_string()]).status().expect("run kill");
+        assert!(status.success(), "kill -TERM {} failed", self.pid());
+    }
+
+    /// Wait (bounded) for the process to exit; its exit status.
+    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "the process did not exit within {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The stderr lines so far.
+    pub fn log(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
 }
 
 impl Drop for Gateway {
@@ -112,4 +136,19 @@ pub async fn post(client: &reqwest::Client, gw_url: &str, body: &str) -> (u16, O
     let status = resp.status().as_u16();
     let idem = resp.headers().get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
     (status, idem, resp.text().await.expect("body"))
+}
+
+/// A sync flow call of `orders.create` with `{"amount":42}` under `key`:
+/// (status, x-idempotency-status, body).
+pub async fn sync_flow(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u16, Option<String>, String) {
+    let resp = client
+        .post(gw.url("/v2/flows/orders.create?sync=true"))
+        .header("X-Idempotency-Key", key)
+        .body(r#"{"amount":42}"#)
+        .send()
+        .await
+        .expect("sent");
+    let status = resp.status().as_u16();
+    let idem = resp.headers().get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    (status, idem, resp.text().await.unwrap())
 }

@@ -1,0 +1,397 @@
+//! A keyed execution from its claim to its stored outcome (DESIGN §3), shared by the sync
+//! doors (`/rpc`, `?sync=true`, stdio) and async events.
+//!
+//! What holds while the process lives:
+//! * **A claim is either run or given back.** The claim and everything after it run in a
+//!   task of their own ([`Executions::spawn`]), so a client that hangs up cannot leave a
+//!   claim that nobody runs. A claim that comes back after the caller's deadline (the store
+//!   stalled) is released, never turned into a recorded failure of a command that did not run.
+//! * **A take-over is confirmed before it runs.** The store answers an expired lease with an
+//!   unconfirmed take-over ([`AcquireKind::TakeOver`]); the claimant runs only once
+//!   [`Store::renew`] confirms it. A previous owner that is alive after all (its heartbeat or
+//!   its outcome landed first) keeps the record, and the claimant asks again.
+//! * **The owner keeps its lease** by renewing it every third of the lease while it executes
+//!   and while its outcome is not stored (a heartbeat fenced by its token).
+//! * **An outcome is never given up.** Its write is retried with capped backoff until it lands
+//!   (or the record is found owned by someone else); meanwhile a retry reaching this process
+//!   is answered from the unrecorded outcome, not run again.
+//! * **Shutdown waits** for every tracked execution up to the grace, then names each record it
+//!   had to leave `processing` ([`Executions::shutdown`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use oncerpc_protocol::{ErrorCode, Outcome, RpcError};
+use tokio_util::task::TaskTracker;
+
+use crate::cache::DoneCache;
+use crate::metrics::Metrics;
+use crate::store::{AcquireKind, Claim, ClaimRequest, RecordKey, RecordState, Store, StoredOutcome};
+
+/// Longest pause between two attempts to store an outcome.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Take-over claims that found the previous owner alive are asked again this many times.
+const CLAIM_ROUNDS: usize = 3;
+
+/// The answer to [`Executions::acquire`].
+#[derive(Debug)]
+pub(crate) enum Acquired {
+    /// This process owns the record under `token` and must execute.
+    Owner { token: u64, kind: AcquireKind },
+    /// Not ours: in progress elsewhere, done before, or refused.
+    Not(Claim),
+}
+
+/// How an owned execution ended for its record.
+#[derive(Debug)]
+pub(crate) enum Settled {
+    /// The outcome is stored under the owner's token.
+    Stored,
+    /// The handler refused its params: the record was released (DESIGN §3, no record).
+    Released,
+    /// Another execution owns the record now; its stored outcome, when it has one.
+    Fenced(Option<StoredOutcome>),
+    /// The first write failed; it is retried in the background (the request is answered
+    /// meanwhile, and retries reaching this process get the unrecorded outcome).
+    Storing,
+}
+
+/// An outcome executed here whose write has not landed yet.
+struct Unrecorded {
+    fingerprint: String,
+    outcome: StoredOutcome,
+}
+
+/// The keyed executions of one dispatcher.
+pub(crate) struct Executions {
+    pub store: Arc<dyn Store>,
+    pub cache: Option<Arc<DoneCache>>,
+    pub metrics: Metrics,
+    pub ttl: Duration,
+    tracker: TaskTracker,
+    unrecorded: Mutex<HashMap<RecordKey, Unrecorded>>,
+    /// Records this process owns right now (executing or storing), for the shutdown report.
+    owned: Mutex<HashMap<RecordKey, u64>>,
+}
+
+impl Executions {
+    pub fn new(
+        store: Arc<dyn Store>,
+        cache: Option<Arc<DoneCache>>,
+        metrics: Metrics,
+        ttl: Duration,
+    ) -> Self {
+        Executions {
+            store,
+            cache,
+            metrics,
+            ttl,
+            tracker: TaskTracker::new(),
+            unrecorded: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Spawn work that must finish even when its caller goes away; shutdown waits for it.
+    pub fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tracker.spawn(fut)
+    }
+
+    /// What this process can answer without the store: a success it has cached, or an
+    /// outcome it executed and is still storing.
+    pub fn known(&self, key: &RecordKey, fingerprint: &str, force_retry: bool) -> Option<Claim> {
+        if let Some(hit) = self.cache.as_ref().and_then(|c| c.claim(key, fingerprint, force_retry)) {
+            return Some(hit);
+        }
+        let unrecorded = self.unrecorded.lock().ok()?;
+        let u = unrecorded.get(key)?;
+        Some(if u.fingerprint != fingerprint {
+            Claim::FingerprintMismatch
+        } else if force_retry {
+            match u.outcome {
+                StoredOutcome::Succeeded(_) => Claim::ForceRetryRefused,
+                // A failure being stored: force it once it is.
+                StoredOutcome::Failed(_) => Claim::InProgress { retry_after_ms: 1000 },
+            }
+        } else {
+            Claim::Done(u.outcome.clone(), 0)
+        })
+    }
+
+    /// Claim a record; a store error is logged, counted and becomes `-32004`.
+    pub async fn claim(
+        &self,
+        key: &RecordKey,
+        fingerprint: &str,
+        force_retry: bool,
+        lease: Duration,
+    ) -> Result<Claim, RpcError> {
+        let req = ClaimRequest { key, fingerprint, force_retry, lease, ttl: self.ttl };
+        let claim = self.store.claim(req).await.map_err(|e| self.unavailable(&e, "command not run"))?;
+        if let (Claim::Done(outcome, ttl_left_ms), Some(cache)) = (&claim, &self.cache) {
+            cache.insert(key, fingerprint, outcome, Duration::from_millis(*ttl_left_ms));
+        }
+        Ok(claim)
+    }
+
+    fn unavailable(&self, e: &crate::StoreError, what: &str) -> RpcError {
+        self.metrics.store_error(self.store.name());
+        tracing::error!(store = self.store.name(), error = %e, "idempotency store unavailable: {what}");
+        RpcError::new(ErrorCode::StoreUnavailable)
+    }
+
+    /// Claim a record and make it ours: confirm a take-over, give back a claim that came back
+    /// after `deadline`.
+    pub async fn acquire(
+        &self,
+        key: &RecordKey,
+        fingerprint: &str,
+        force_retry: bool,
+        lease: Duration,
+        deadline: Instant,
+    ) -> Result<Acquired, RpcError> {
+        for _ in 0..CLAIM_ROUNDS {
+            let (token, kind) = match self.claim(key, fingerprint, force_retry, lease).await? {
+                Claim::Acquired { token, kind } => (token, kind),
+                other => return Ok(Acquired::Not(other)),
+            };
+            if Instant::now() >= deadline {
+                // Nobody waits for this execution any more: give the claim back (a take-over
+                // is withdrawn, a fresh record deleted) rather than record a failure of a
+                // command that did not run.
+                if let Err(e) = self.store.release(key, token).await {
+                    tracing::warn!(error = %e, "could not give back a late claim (it lapses with its lease)");
+                }
+                tracing::warn!(token, "the claim came back after the deadline: given back, command not run");
+                return Err(RpcError::new(ErrorCode::StoreUnavailable));
+            }
+            if kind != AcquireKind::TakeOver {
+                return Ok(Acquired::Owner { token, kind });
+            }
+            match self.store.renew(key, token, lease).await {
+                Ok(true) => {
+                    tracing::warn!(token, "lease expired: took over an abandoned execution");
+                    return Ok(Acquired::Owner { token, kind });
+                }
+                // The owner was alive: its heartbeat or its outcome landed first.
+                Ok(false) => continue,
+                Err(e) => return Err(self.unavailable(&e, "take-over not confirmed, command not run")),
+            }
+        }
+        Ok(Acquired::Not(Claim::InProgress { retry_after_ms: 100 }))
+    }
+
+    /// Run `work` as the owner of `token`: renew the lease while it runs and until its
+    /// outcome is stored, then store it (or release the record when the handler refused its
+    /// params). `early` is called once, after the first write attempt (with `Settled::Storing`
+    /// when it failed), so a waiting client is answered without waiting for a store that is
+    /// down; the returned value is the final one.
+    pub async fn run_owned(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        fingerprint: &str,
+        lease: Duration,
+        work: impl Future<Output = Outcome>,
+        early: impl FnOnce(&Outcome, &Settled),
+    ) -> (Outcome, Settled) {
+        if let Ok(mut owned) = self.owned.lock() {
+            owned.insert(key.clone(), token);
+        }
+        let run = async {
+            let outcome = work.await;
+            let settled = self.settle(key, token, fingerprint, &outcome, early).await;
+            (outcome, settled)
+        };
+        let result = with_heartbeat(run, self.heartbeat(key, token, lease)).await;
+        if let Ok(mut owned) = self.owned.lock()
+            && owned.get(key) == Some(&token)
+        {
+            owned.remove(key);
+        }
+        result
+    }
+
+    /// Renew the lease every third of it; returns only when the record is no longer ours.
+    async fn heartbeat(&self, key: &RecordKey, token: u64, lease: Duration) {
+        let every = (lease / 3).max(Duration::from_millis(10));
+        loop {
+            tokio::time::sleep(every).await;
+            match self.store.renew(key, token, lease).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(token, "lease lost: another execution owns the record now");
+                    return;
+                }
+                Err(e) => {
+                    self.metrics.store_error(self.store.name());
+                    tracing::warn!(error = %e, "could not renew the lease; trying again");
+                }
+            }
+        }
+    }
+
+    async fn settle(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        fingerprint: &str,
+        outcome: &Outcome,
+        early: impl FnOnce(&Outcome, &Settled),
+    ) -> Settled {
+        if matches!(outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
+            // Rejected by the handler's own params check: no record (DESIGN §3).
+            if let Err(e) = self.store.release(key, token).await {
+                tracing::error!(error = %e, "could not release the claim of a rejected command (it lapses with its lease)");
+            }
+            early(outcome, &Settled::Released);
+            return Settled::Released;
+        }
+        let stored = stored_outcome(outcome);
+        if let Ok(mut u) = self.unrecorded.lock() {
+            u.insert(
+                key.clone(),
+                Unrecorded { fingerprint: fingerprint.to_owned(), outcome: stored.clone() },
+            );
+        }
+        let mut early = Some(early);
+        let settled = self
+            .store_outcome(key, token, fingerprint, &stored, |settled| {
+                if let Some(early) = early.take() {
+                    early(outcome, settled);
+                }
+            })
+            .await;
+        if let Ok(mut u) = self.unrecorded.lock() {
+            u.remove(key);
+        }
+        settled
+    }
+
+    /// Write an outcome until it lands or the record turns out to be someone else's.
+    async fn store_outcome(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        fingerprint: &str,
+        stored: &StoredOutcome,
+        mut after_attempt: impl FnMut(&Settled),
+    ) -> Settled {
+        let mut backoff = Duration::from_millis(50);
+        let settled = 'write: {
+            for attempt in 0u64.. {
+                match self.store.complete(key, token, stored, self.ttl).await {
+                    Ok(true) => {
+                        if attempt > 0 {
+                            tracing::info!(attempt, "outcome recorded after the store came back");
+                        }
+                        if let Some(cache) = &self.cache {
+                            cache.insert(key, fingerprint, stored, self.ttl);
+                        }
+                        break 'write Settled::Stored;
+                    }
+                    Ok(false) => {
+                        tracing::warn!(token, "outcome not recorded: another execution took the record over");
+                        let current = match self.store.get(key).await {
+                            Ok(Some(rec)) => match rec.state {
+                                RecordState::Done(outcome) => Some(outcome),
+                                RecordState::Processing { .. } => None,
+                            },
+                            _ => None,
+                        };
+                        break 'write Settled::Fenced(current);
+                    }
+                    Err(e) => {
+                        after_attempt(&Settled::Storing);
+                        self.metrics.store_error(self.store.name());
+                        // Logged on the first attempts, then every tenth: the store may be down
+                        // for long, and each attempt would be a line.
+                        if attempt < 3 || attempt % 10 == 0 {
+                            tracing::error!(attempt, error = %e, "could not record the outcome yet; retrying while the lease is renewed");
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+            }
+            unreachable!("the loop only ends by breaking")
+        };
+        after_attempt(&settled);
+        settled
+    }
+
+    /// Wait up to `grace` for every tracked execution, then log each record still owned here
+    /// (it stays `processing` and is taken over after its lease). Returns how many.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.tracker.close();
+        let waiting = self.tracker.len();
+        if waiting > 0 {
+            tracing::info!(
+                executions = waiting,
+                grace_ms = grace.as_millis() as u64,
+                "waiting for executions to finish"
+            );
+        }
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+            tracing::error!(
+                executions = self.tracker.len(),
+                "shutdown grace over: executions still running are abandoned"
+            );
+        }
+        let owned = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
+        for (key, token) in &owned {
+            tracing::error!(
+                tenant = %key.tenant,
+                method = %key.method,
+                key = %key.key,
+                token,
+                "left processing at shutdown: after its lease, a retry will execute it again"
+            );
+        }
+        owned.len()
+    }
+}
+
+/// Drive `work` to its end while `beat` runs beside it; `beat` ending early (the lease was
+/// lost) does not stop `work`.
+async fn with_heartbeat<T>(work: impl Future<Output = T>, beat: impl Future<Output = ()>) -> T {
+    tokio::pin!(work);
+    tokio::pin!(beat);
+    let mut beating = true;
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            () = &mut beat, if beating => beating = false,
+        }
+    }
+}
+
+/// An outcome as it is stored.
+pub(crate) fn stored_outcome(outcome: &Outcome) -> StoredOutcome {
+    match outcome {
+        Outcome::Result(r) => StoredOutcome::Succeeded(r.get().to_owned()),
+        Outcome::Error(e) => StoredOutcome::Failed(e.to_json().get().to_owned()),
+    }
+}
+
+/// The lease of a method's executions: the configured one, stretched (for embedders that did
+/// not check) so that it outlives the handler's deadline with a margin.
+pub(crate) fn lease_for(configured: Duration, timeout: Duration) -> Duration {
+    configured.max(timeout + lease_margin(timeout))
+}
+
+/// The least a lease must exceed a timeout by: a tenth of it, at least a second.
+pub fn lease_margin(timeout: Duration) -> Duration {
+    (timeout / 10).max(Duration::from_secs(1))
+}
+
+/// The error a request gets when the record belongs to another running execution.
+pub(crate) fn in_progress(retry_after_ms: u64) -> RpcError {
+    RpcError::new(ErrorCode::RequestInProgress).data(serde_json::json!({ "retry_after_ms": retry_after_ms }))
+}
