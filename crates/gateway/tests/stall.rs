@@ -2,7 +2,7 @@
 //! without holes", item 9), on three real replicas with a 3 s lease:
 //!
 //! A is inside its upstream call when the store stalls for 3 s (Redis `CLIENT PAUSE`, a
-//! PostgreSQL table lock). A retry reaches B during the stall; its claim lands only after A's
+//! PostgreSQL table lock, and a lock on the record's row). A retry reaches B during the stall; its claim lands only after A's
 //! lease ran out. A must still record its outcome (B's late claim is an unconfirmed take-over
 //! that B gives up on), B must not run, and every later retry on every replica gets A's one
 //! success. The stall hits a private Redis server / a private database, so tests running in
@@ -55,8 +55,8 @@ async fn pay(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u16, String,
     (status, idem.unwrap_or_default(), body)
 }
 
-/// The scenario; `stall` stalls the store for 3 s and returns at once.
-async fn stall_longer_than_the_lease_runs_once(store_url: &str, stall: impl FnOnce()) {
+/// The scenario; `stall(key)` stalls the store (for that key) for 3 s and returns at once.
+async fn stall_longer_than_the_lease_runs_once(store_url: &str, stall: impl FnOnce(&str)) {
     let up = Upstream::start().await;
     up.set_delay(1500, &["charge"]);
     let dir = TempDir::new("stall");
@@ -76,7 +76,7 @@ async fn stall_longer_than_the_lease_runs_once(store_url: &str, stall: impl FnOn
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(up.count("charge"), 1, "A is inside its upstream call");
-    stall();
+    stall(&key);
     tokio::time::sleep(Duration::from_millis(200)).await;
     // B's retry, during the stall.
     let b = pay(&client, &replicas[1], &key).await;
@@ -146,18 +146,18 @@ async fn redis_client_pause_longer_than_the_lease_runs_once() {
     let dir = TempDir::new("stall-redis");
     let redis = PrivateRedis::start(&dir);
     let url = redis.url.clone();
-    stall_longer_than_the_lease_runs_once(&redis.url, move || {
+    stall_longer_than_the_lease_runs_once(&redis.url, move |_| {
         assert!(redis_cli(&url, &["CLIENT", "PAUSE", "3000", "ALL"]), "CLIENT PAUSE");
     })
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_table_lock_longer_than_the_lease_runs_once() {
+/// Run the scenario on a database of its own (the lock stalls only this test); `lock_sql(key)`
+/// is what a background psql runs to hold the lock for 3 s.
+async fn postgres_stall(lock_sql: fn(&str) -> String) {
     let Some(base) = oncerpc_core::testkit::service_url("ONCERPC_TEST_POSTGRES_URL", "PostgreSQL") else {
         return;
     };
-    // A database of its own: the lock stalls only this test.
     let db = unique("stall").replace('-', "_");
     let psql = |url: &str, sql: &str| {
         let out =
@@ -167,14 +167,9 @@ async fn postgres_table_lock_longer_than_the_lease_runs_once() {
     psql(&base, &format!("CREATE DATABASE {db}"));
     let url = format!("{}/{db}", base.rsplit_once('/').unwrap().0);
     let lock_url = url.clone();
-    stall_longer_than_the_lease_runs_once(&url, move || {
-        // Held for 3 s by a psql of its own, in the background (reaped by a thread).
+    stall_longer_than_the_lease_runs_once(&url, move |key| {
         let mut lock = Command::new("psql")
-            .args([
-                &lock_url,
-                "-qc",
-                "BEGIN; LOCK TABLE oncerpc_records IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
-            ])
+            .args([lock_url.as_str(), "-qc", &lock_sql(key)])
             .stdout(Stdio::null())
             .spawn()
             .expect("psql");
@@ -182,4 +177,26 @@ async fn postgres_table_lock_longer_than_the_lease_runs_once() {
     })
     .await;
     psql(&base, &format!("DROP DATABASE {db} WITH (FORCE)"));
+}
+
+/// The stall as reported: a 3 s table lock. Every waiter is released at once, so whether B's
+/// claim or A's outcome lands first is a race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_table_lock_longer_than_the_lease_runs_once() {
+    postgres_stall(|_| {
+        "BEGIN; LOCK TABLE oncerpc_records IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;".into()
+    })
+    .await;
+}
+
+/// The same stall with its worst order made certain: a 3 s lock on the record's row, whose
+/// waiters get it in arrival order, so B's late claim is decided before A's outcome lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_row_lock_longer_than_the_lease_runs_once() {
+    postgres_stall(|key| {
+        format!(
+            "BEGIN; SELECT 1 FROM oncerpc_records WHERE key = '{key}' FOR UPDATE; SELECT pg_sleep(3); COMMIT;"
+        )
+    })
+    .await;
 }
