@@ -238,7 +238,7 @@ impl Dispatcher {
         let span = tracing::info_span!(
             "call",
             correlation_id = %cid,
-            method = %method,
+            method = %crate::LogSafe(method),
             kind = tracing::field::Empty,
             tenant = %meta.tenant,
             idempotency_status = tracing::field::Empty,
@@ -384,7 +384,7 @@ impl Dispatcher {
         let span = tracing::info_span!(
             "rpc",
             correlation_id = %cid,
-            method = %req.method,
+            method = %crate::LogSafe(&req.method),
             kind = tracing::field::Empty,
             tenant = %meta.tenant,
             idempotency_status = tracing::field::Empty,

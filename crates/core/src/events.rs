@@ -300,7 +300,7 @@ impl Dispatcher {
         let Some(method) = self.registry.get(&event.record.method).cloned() else {
             // Another replica (or deployment) sharing the store serves this method: its
             // event is not ours to run, nor to fail.
-            tracing::debug!(event_id = %event.id, method = %event.record.method, "pending event for a method not served here");
+            tracing::debug!(event_id = %event.id, method = %crate::LogSafe(&event.record.method), "pending event for a method not served here");
             return Ok(false);
         };
         let started = Instant::now();

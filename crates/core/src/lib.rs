@@ -37,6 +37,7 @@ mod memory;
 mod method;
 pub mod metrics;
 pub mod openrpc;
+mod redact;
 mod registry;
 pub mod store;
 #[cfg(feature = "testkit")]
@@ -55,5 +56,6 @@ pub use method::{
     decode_params, typed,
 };
 pub use oncerpc_protocol as protocol;
+pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};

@@ -33,12 +33,17 @@ pub struct Config {
     /// Register the demo methods. Default: `true` when no `[[methods]]` are configured.
     #[serde(default)]
     pub demo: Option<bool>,
+    /// Production mode: allow a non-loopback `listen` with no `[[tenants]]` (an open gateway).
+    #[serde(default)]
+    pub allow_anonymous: bool,
     #[serde(default)]
     pub store: StoreConfig,
     #[serde(default)]
     pub batch: BatchSection,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub upstream: UpstreamConfig,
     #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
@@ -171,6 +176,28 @@ fn default_shutdown_grace() -> u64 {
     30_000
 }
 
+/// `[upstream]`: how flow steps talk to their upstreams (DESIGN §12).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// A step whose answer is larger fails with `-32006`; reading stops there.
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+    /// Follow `3xx` answers; when `false` a redirect fails the step like any non-2xx.
+    #[serde(default)]
+    pub follow_redirects: bool,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig { max_response_bytes: default_max_response_bytes(), follow_redirects: false }
+    }
+}
+
+fn default_max_response_bytes() -> usize {
+    1024 * 1024
+}
+
 fn default_body() -> usize {
     1024 * 1024
 }
@@ -238,9 +265,56 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Whether the demo methods are registered.
+    /// Whether the demo methods are registered. Default: off in production mode, else on when
+    /// no `[[methods]]` are configured.
     pub fn demo_enabled(&self) -> bool {
-        self.demo.unwrap_or(self.methods.is_empty())
+        self.demo.unwrap_or(self.mode != Mode::Production && self.methods.is_empty())
+    }
+
+    /// DESIGN §12: what production mode refuses at start.
+    fn validate_production(&self) -> Result<(), ConfigError> {
+        if self.mode != Mode::Production {
+            return Ok(());
+        }
+        if self.demo == Some(true) {
+            return Err(invalid("demo: the demo methods cannot be enabled in production mode"));
+        }
+        if self.tenants.is_empty() && !self.allow_anonymous && !self.listen_addr()?.ip().is_loopback() {
+            return Err(invalid(format!(
+                "listen: {} is not a loopback address and no [[tenants]] are configured: \
+                 configure tenants, or set allow_anonymous = true to serve without API keys",
+                self.listen
+            )));
+        }
+        // Keys are compared as their SHA-256, as they are checked (plaintext vs sha256: too).
+        let mut seen: std::collections::HashMap<[u8; 32], &str> = std::collections::HashMap::new();
+        for t in &self.tenants {
+            for k in &t.api_keys {
+                let digest: [u8; 32] = match k.strip_prefix("sha256:") {
+                    Some(hex) => match parse_sha256_hex(hex) {
+                        Some(d) => d,
+                        None => continue, // reported by `validate`
+                    },
+                    None => {
+                        if k.chars().count() < MIN_PLAINTEXT_KEY_CHARS {
+                            return Err(invalid(format!(
+                                "tenants.{}.api_keys: a plaintext key must have at least \
+                                 {MIN_PLAINTEXT_KEY_CHARS} characters in production mode (or configure it as sha256:…)",
+                                t.name
+                            )));
+                        }
+                        <sha2::Sha256 as sha2::Digest>::digest(k.as_bytes()).into()
+                    }
+                };
+                if let Some(other) = seen.insert(digest, t.name.as_str()) {
+                    return Err(invalid(format!(
+                        "tenants.{}.api_keys: a key is also configured for tenant {other:?}: each key names one tenant",
+                        t.name
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Checks that serde cannot express. Run again after CLI overrides.
@@ -275,6 +349,9 @@ impl Config {
         }
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
+        }
+        if self.upstream.max_response_bytes == 0 {
+            return Err(invalid("upstream.max_response_bytes must be at least 1"));
         }
         let mut names = std::collections::HashSet::new();
         for t in &self.tenants {
@@ -331,6 +408,7 @@ impl Config {
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
         }
+        self.validate_production()?;
         if self.demo_enabled() {
             self.check_lease(
                 self.limits.default_timeout_ms,
@@ -366,6 +444,20 @@ impl Config {
     }
 }
 
+/// Shortest plaintext API key production mode accepts, in characters.
+pub const MIN_PLAINTEXT_KEY_CHARS: usize = 16;
+
+fn parse_sha256_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
 /// The store kinds a URL may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
@@ -379,6 +471,7 @@ pub enum StoreKind {
 pub fn store_scheme(url: &str) -> Result<StoreKind, ConfigError> {
     let scheme = url.split("://").next().unwrap_or_default();
     if !url.contains("://") {
+        let url = oncerpc_core::redact_url(url);
         return Err(invalid(format!(
             "store.url {url:?} has no scheme: use memory://, sqlite://PATH, redis://HOST:PORT or postgres://…"
         )));

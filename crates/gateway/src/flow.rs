@@ -2,8 +2,11 @@
 //!
 //! Step 1 is `POST`ed the params (without oncerpc's reserved members); each next step is
 //! `POST`ed the previous step's JSON output. The result is the last step's output, or the
-//! `return_step`'s. A non-2xx answer, a refused connection or a body that is not JSON fails
-//! the execution with `-32006 Upstream failed` (the method's deadline gives `-32005`).
+//! `return_step`'s. A non-2xx answer (a `3xx` too unless `[upstream] follow_redirects`), a
+//! refused connection, an answer larger than `[upstream] max_response_bytes` or one that is not
+//! JSON fails the execution with `-32006 Upstream failed` (the method's deadline gives
+//! `-32005`). In production mode `error.data` keeps only `step` and `status`; the details go
+//! to the log (DESIGN §12).
 //!
 //! Every upstream call carries `X-Correlation-Id` and, for keyed executions, an
 //! `X-Idempotency-Key` derived from (tenant, method, key, step) — see [`upstream_key`] — so
@@ -16,62 +19,75 @@ use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::config::StepConfig;
+use crate::config::{StepConfig, UpstreamConfig};
 
-/// Most bytes of an upstream error body quoted in `error.data`.
+/// Most bytes of an upstream error body quoted in `error.data` (dev mode) and in the log.
 const QUOTE_LIMIT: usize = 512;
+
+/// What every flow of an app shares besides the HTTP client: the `[upstream]` response cap
+/// and whether clients may see upstream details (`mode`).
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamPolicy {
+    /// A step answer larger than this fails the step (`-32006`); reading stops there.
+    pub max_response_bytes: usize,
+    /// `mode = "production"`: `error.data` of a failed step keeps only `step` and `status`;
+    /// URLs, OS errors and upstream bodies go to the log only.
+    pub production: bool,
+}
+
+impl UpstreamPolicy {
+    pub fn new(config: &crate::Config) -> UpstreamPolicy {
+        UpstreamPolicy {
+            max_response_bytes: config.upstream.max_response_bytes,
+            production: config.mode == oncerpc_core::Mode::Production,
+        }
+    }
+}
+
+impl Default for UpstreamPolicy {
+    fn default() -> Self {
+        UpstreamPolicy { max_response_bytes: UpstreamConfig::default().max_response_bytes, production: false }
+    }
+}
 
 /// A configured flow.
 pub struct Flow {
     name: String,
     steps: Vec<StepConfig>,
     client: reqwest::Client,
+    policy: UpstreamPolicy,
+}
+
+/// Why a step failed. The log always gets the detail; `error.data` only in dev mode.
+enum Failure {
+    /// No answer: the `reqwest` error chain (URL, OS error).
+    Unreachable(String),
+    /// The answer broke off while being read.
+    Read(String),
+    /// A non-2xx (a `3xx` too, when redirects are not followed): the start of its body.
+    Status(Vec<u8>),
+    /// The answer is larger than `max_response_bytes`.
+    TooLarge(usize),
+    /// The answer is not JSON.
+    NotJson(String),
+}
+
+/// Reading an answer body stopped.
+enum ReadError {
+    TooLarge,
+    Io(reqwest::Error),
 }
 
 impl Flow {
-    pub fn new(name: &str, steps: Vec<StepConfig>, client: reqwest::Client) -> Flow {
-        Flow { name: name.to_owned(), steps, client }
+    pub fn new(name: &str, steps: Vec<StepConfig>, client: reqwest::Client, policy: UpstreamPolicy) -> Flow {
+        Flow { name: name.to_owned(), steps, client, policy }
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
         let mut input = first_input(params)?;
         let mut chosen: Option<String> = None;
         for step in &self.steps {
-            let mut req = self
-                .client
-                .post(&step.url)
-                .header("content-type", "application/json")
-                .header("x-correlation-id", &*ctx.correlation_id)
-                .body(input.clone());
-            if let Some(key) = &ctx.idempotency_key {
-                req = req.header("x-idempotency-key", upstream_key(&ctx.tenant, &self.name, key, &step.name));
-            }
-            let resp = req.send().await.map_err(|e| {
-                tracing::warn!(step = %step.name, error = %e, "upstream unreachable");
-                upstream_failed(&step.name, json!({ "error": error_chain(&e) }))
-            })?;
-            let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| {
-                upstream_failed(&step.name, json!({ "status": status.as_u16(), "error": error_chain(&e) }))
-            })?;
-            if !status.is_success() {
-                let quote = String::from_utf8_lossy(&body[..body.len().min(QUOTE_LIMIT)]).into_owned();
-                tracing::warn!(step = %step.name, status = status.as_u16(), "upstream answered with an error");
-                return Err(upstream_failed(&step.name, json!({ "status": status.as_u16(), "body": quote })));
-            }
-            let output = if body.iter().all(u8::is_ascii_whitespace) {
-                "null".to_owned()
-            } else {
-                match serde_json::from_slice::<&RawValue>(&body) {
-                    Ok(raw) => raw.get().to_owned(),
-                    Err(e) => {
-                        return Err(upstream_failed(
-                            &step.name,
-                            json!({ "status": status.as_u16(), "error": format!("the answer is not JSON: {e}") }),
-                        ));
-                    }
-                }
-            };
+            let output = self.call_step(&ctx, step, input).await?;
             if ctx.return_step.as_deref() == Some(step.name.as_str()) {
                 chosen = Some(output.clone());
             }
@@ -80,6 +96,111 @@ impl Flow {
         let result = chosen.unwrap_or(input);
         RawValue::from_string(result).map_err(|e| RpcError::internal(format_args!("flow result: {e}")))
     }
+
+    /// `POST` one step and return its JSON output.
+    async fn call_step(&self, ctx: &Context, step: &StepConfig, input: String) -> Result<String, RpcError> {
+        let mut req = self
+            .client
+            .post(&step.url)
+            .header("content-type", "application/json")
+            .header("x-correlation-id", &*ctx.correlation_id)
+            .body(input);
+        if let Some(key) = &ctx.idempotency_key {
+            req = req.header("x-idempotency-key", upstream_key(&ctx.tenant, &self.name, key, &step.name));
+        }
+        let mut resp =
+            req.send().await.map_err(|e| self.fail(step, None, Failure::Unreachable(error_chain(&e))))?;
+        let status = resp.status();
+        if !status.is_success() {
+            // Only the start of an error body is ever read: it is quoted, never used.
+            let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
+            return Err(self.fail(step, Some(status), Failure::Status(body)));
+        }
+        let max = self.policy.max_response_bytes;
+        let body = read_capped(&mut resp, max).await.map_err(|e| match e {
+            ReadError::TooLarge => self.fail(step, Some(status), Failure::TooLarge(max)),
+            ReadError::Io(e) => self.fail(step, Some(status), Failure::Read(error_chain(&e))),
+        })?;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok("null".to_owned());
+        }
+        match serde_json::from_slice::<&RawValue>(&body) {
+            Ok(raw) => Ok(raw.get().to_owned()),
+            Err(e) => {
+                Err(self.fail(step, Some(status), Failure::NotJson(format!("the answer is not JSON: {e}"))))
+            }
+        }
+    }
+
+    /// Log a failed step with every detail (under the request's span, so with its correlation
+    /// id) and build its `-32006`: `{step, status}` in production, plus the detail in dev.
+    fn fail(&self, step: &StepConfig, status: Option<reqwest::StatusCode>, failure: Failure) -> RpcError {
+        let status = status.map(|s| s.as_u16());
+        let (member, detail) = match failure {
+            Failure::Unreachable(e) => ("error", e),
+            Failure::Read(e) => ("error", e),
+            Failure::NotJson(e) => ("error", e),
+            Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned()),
+            Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes")),
+        };
+        tracing::warn!(
+            step = %step.name,
+            status,
+            url = %step.url,
+            detail = %log_quote(&detail),
+            "upstream step failed"
+        );
+        let mut data = json!({});
+        if let Some(s) = status {
+            data["status"] = json!(s);
+        }
+        if !self.policy.production {
+            data[member] = json!(detail);
+        }
+        upstream_failed(&step.name, data)
+    }
+}
+
+/// The whole body, refused as soon as it is known to be larger than `max`: by its
+/// `Content-Length`, else while streaming (nothing past the chunk that crosses `max` is read).
+async fn read_capped(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, ReadError> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(ReadError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(ReadError::Io)? {
+        if body.len() + chunk.len() > max {
+            return Err(ReadError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// At most the first `limit` bytes of a body (what could be read; errors end it).
+async fn read_prefix(resp: &mut reqwest::Response, limit: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
+            _ => break,
+        }
+    }
+    body
+}
+
+/// A bounded quote for the log: at most [`QUOTE_LIMIT`] bytes, control characters escaped,
+/// so an upstream cannot forge log lines.
+fn log_quote(text: &str) -> String {
+    let mut end = text.len().min(QUOTE_LIMIT);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out: String = text[..end].escape_debug().collect();
+    if end < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 impl Handler for Flow {
@@ -130,11 +251,18 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// Shared by every flow of an app: one connection pool.
-pub fn client() -> reqwest::Client {
+/// Shared by every flow of an app: one connection pool. Redirects are not followed unless
+/// `[upstream] follow_redirects = true`: a `3xx` then fails the step like any non-2xx.
+pub fn client(upstream: &UpstreamConfig) -> reqwest::Client {
+    let redirect = if upstream.follow_redirects {
+        reqwest::redirect::Policy::default()
+    } else {
+        reqwest::redirect::Policy::none()
+    };
     reqwest::Client::builder()
         .pool_idle_timeout(std::time::Duration::from_secs(90))
         .connect_timeout(std::time::Duration::from_secs(5))
+        .redirect(redirect)
         .build()
         .expect("an HTTP client without TLS always builds")
 }
@@ -145,8 +273,9 @@ pub fn register_flows(
     config: &crate::Config,
     client: &reqwest::Client,
 ) -> Result<(), crate::ConfigError> {
+    let policy = UpstreamPolicy::new(config);
     for m in &config.methods {
-        let flow = Flow::new(&m.name, m.steps.clone(), client.clone());
+        let flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy);
         registry
             .register_arc(&m.name, crate::method_spec(config, m), Arc::new(flow))
             .map_err(|e| crate::ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
@@ -173,6 +302,14 @@ mod tests {
         ] {
             assert_ne!(a, other);
         }
+    }
+
+    #[test]
+    fn log_quotes_are_bounded_and_escape_control_characters() {
+        assert_eq!(log_quote("a\nfake=line\r\u{1b}[31m"), "a\\nfake=line\\r\\u{1b}[31m");
+        let long = "é".repeat(QUOTE_LIMIT);
+        let q = log_quote(&long);
+        assert!(q.ends_with('…') && q.len() <= QUOTE_LIMIT + '…'.len_utf8(), "{}", q.len());
     }
 
     #[test]

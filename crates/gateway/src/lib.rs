@@ -39,7 +39,7 @@ impl App {
             demo::register(&mut registry, demo_state.clone(), timeout)
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
-        flow::register_flows(&mut registry, &config, &flow::client())?;
+        flow::register_flows(&mut registry, &config, &flow::client(&config.upstream))?;
         let store = open_store(&config.store, config.mode).await?;
         App::with_store(config, registry, demo_state, store)
     }
@@ -176,12 +176,15 @@ pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn
             let capacity = match rest.strip_prefix('?').and_then(|q| q.strip_prefix("capacity=")) {
                 None if rest.is_empty() => DEFAULT_MEMORY_CAPACITY,
                 Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    ConfigError::Invalid(format!("store.url {}: capacity must be a positive number", cfg.url))
+                    ConfigError::Invalid(format!(
+                        "store.url {}: capacity must be a positive number",
+                        oncerpc_core::redact_url(&cfg.url)
+                    ))
                 })?,
                 None => {
                     return Err(ConfigError::Invalid(format!(
                         "store.url {}: use memory:// or memory://?capacity=N",
-                        cfg.url
+                        oncerpc_core::redact_url(&cfg.url)
                     )));
                 }
             };
@@ -193,8 +196,9 @@ pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn
                     "store.url: sqlite:// needs a path, e.g. sqlite://oncerpc.db".into(),
                 ));
             }
-            let store = oncerpc_store_sqlite::SqliteStore::open(rest)
-                .map_err(|e| ConfigError::Invalid(format!("store.url {}: {e}", cfg.url)))?;
+            let store = oncerpc_store_sqlite::SqliteStore::open(rest).map_err(|e| {
+                ConfigError::Invalid(format!("store.url {}: {e}", oncerpc_core::redact_url(&cfg.url)))
+            })?;
             Ok(Arc::new(store))
         }
         StoreKind::Redis => {

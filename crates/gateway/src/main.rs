@@ -242,7 +242,12 @@ fn print_summary(cfg: &Config) {
     println!("config OK");
     println!("listen      {}", cfg.listen);
     println!("mode        {:?}", cfg.mode);
-    println!("store       {} (ttl {} s, lease {} ms)", cfg.store.url, cfg.store.ttl_secs, cfg.store.lease_ms);
+    println!(
+        "store       {} (ttl {} s, lease {} ms)",
+        oncerpc_core::redact_url(&cfg.store.url),
+        cfg.store.ttl_secs,
+        cfg.store.lease_ms
+    );
     println!(
         "batch       enabled={} max_size={} max_concurrency={}",
         cfg.batch.enabled, cfg.batch.max_size, cfg.batch.max_concurrency

@@ -341,7 +341,7 @@ max_size = 10
 
 [[tenants]]
 name = "acme"
-api_keys = ["acme-secret"]
+api_keys = ["acme-secret-0123456789"]
 
 [[methods]]
 name = "orders.create"
@@ -403,4 +403,169 @@ fn check_config_ttl_not_far_above_the_lease_is_refused() {
     assert!(stderr.contains("ttl_secs") && stderr.contains("lease_ms"), "names both keys: {stderr}");
     let out = check_config("[store]\nurl = \"memory://\"\nttl_secs = 600\n");
     assert!(out.status.success(), "{out:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// production mode (DESIGN §12)
+
+fn refused(out: &Output, names: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must be refused: {out:?}");
+    for n in names {
+        assert!(stderr.contains(n), "the message names {n}: {stderr}");
+    }
+}
+
+fn accepted(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "must be accepted: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+const SHA256_OF_TEST: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+#[test]
+fn production_turns_the_demo_methods_off_by_default() {
+    let stdout = accepted(&check_config("mode = \"production\"\n"));
+    assert!(stdout.contains("demo        off"), "{stdout}");
+    let stdout = accepted(&check_config("mode = \"dev\"\n"));
+    assert!(stdout.contains("demo        registered"), "{stdout}");
+}
+
+#[test]
+fn production_refuses_an_explicit_demo_true() {
+    refused(&check_config("mode = \"production\"\ndemo = true\n"), &["demo"]);
+    accepted(&check_config("mode = \"dev\"\ndemo = true\n"));
+}
+
+#[test]
+fn production_refuses_a_public_listen_without_tenants_unless_allow_anonymous() {
+    refused(
+        &check_config("mode = \"production\"\nlisten = \"0.0.0.0:8080\"\n"),
+        &["listen", "allow_anonymous"],
+    );
+    accepted(&check_config("mode = \"production\"\nlisten = \"0.0.0.0:8080\"\nallow_anonymous = true\n"));
+    accepted(&check_config("mode = \"production\"\nlisten = \"[::1]:8080\"\n"));
+    accepted(&check_config("mode = \"dev\"\nlisten = \"0.0.0.0:8080\"\n"));
+    accepted(&check_config(
+        "mode = \"production\"\nlisten = \"0.0.0.0:8080\"\n[[tenants]]\nname = \"a\"\napi_keys = [\"a-key-0123456789abc\"]\n",
+    ));
+}
+
+#[test]
+fn production_refuses_the_same_api_key_in_two_tenants() {
+    let two = |a: &str, b: &str| {
+        format!(
+            "mode = \"production\"\n[[tenants]]\nname = \"acme\"\napi_keys = [{a:?}]\n[[tenants]]\nname = \"beta\"\napi_keys = [{b:?}]\n"
+        )
+    };
+    let key = "shared-key-0123456789";
+    refused(&check_config(&two(key, key)), &["tenants.beta", "acme"]);
+    // A plaintext key and the hash of the same key are the same key.
+    let long = "test-key-0123456789";
+    let hashed = format!("sha256:{}", sha256_hex(long));
+    refused(&check_config(&two(long, &hashed)), &["tenants.beta", "acme"]);
+    refused(
+        &check_config(&two(&hashed, &hashed.to_uppercase().replace("SHA256:", "sha256:"))),
+        &["tenants.beta"],
+    );
+    accepted(&check_config(&two(key, "another-key-0123456789")));
+}
+
+#[test]
+fn production_refuses_short_plaintext_api_keys() {
+    let one =
+        |k: &str, mode: &str| format!("mode = {mode:?}\n[[tenants]]\nname = \"acme\"\napi_keys = [{k:?}]\n");
+    refused(&check_config(&one("fifteen-chars-x", "production")), &["tenants.acme.api_keys", "16"]);
+    accepted(&check_config(&one("sixteen-chars-xx", "production")));
+    accepted(&check_config(&one(&format!("sha256:{SHA256_OF_TEST}"), "production")));
+    accepted(&check_config(&one("short", "dev")));
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn store_passwords_are_never_printed() {
+    let secret = "s3cret";
+    let out = check_config("[store]\nurl = \"postgres://app:s3cret@127.0.0.1:5432/db\"\n");
+    let stdout = accepted(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains("postgres://app:***@127.0.0.1:5432/db"), "{stdout}");
+    assert!(!stdout.contains(secret) && !stderr.contains(secret), "{stdout}\n{stderr}");
+    // Config errors print the URL masked too.
+    let out = check_config("[store]\nurl = \"app:s3cret@127.0.0.1:5432/db\"\n");
+    refused(&out, &["store.url", "***"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(secret), "{out:?}");
+    // So do the store's own errors (a URL the driver refuses, before any connection).
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgres://app:s3cret@127.0.0.1:5432/db?bogus=1",
+        ])
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run oncerpc serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("store.url") && stderr.contains("***"), "{stderr}");
+    assert!(!stderr.contains(secret) && !String::from_utf8_lossy(&out.stdout).contains(secret), "{stderr}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// logs that cannot be forged (DESIGN §7)
+
+#[tokio::test]
+async fn logged_method_names_are_escaped_and_bounded_one_line_per_request() {
+    let config = TempFile::new("config.toml", "[limits]\nmax_body_bytes = 4194304\n");
+    let mut server = Served::start(&["--config", config.0.to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    let url = server.url("/rpc");
+    let forged = "2026-01-01T00:00:00.000000Z  INFO FORGED: admin logged in";
+    let v = rpc(&client, &url, json!({"jsonrpc":"2.0","method":format!("evil\n{forged}\r\n"),"id":"log-1"}))
+        .await;
+    assert_eq!(v["error"]["code"], -32601);
+    let huge = "m".repeat(1 << 20);
+    let v = rpc(&client, &url, json!({"jsonrpc":"2.0","method":huge,"id":"log-2"})).await;
+    assert_eq!(v["error"]["code"], -32601);
+    let v = rpc(&client, &url, json!({"jsonrpc":"2.0","method":"tab\there\u{1b}[31m","id":"log-3"})).await;
+    assert_eq!(v["error"]["code"], -32601);
+    drop(client);
+    server.sigterm();
+    let status = server.wait_exit();
+    assert!(status.success(), "{status:?}");
+
+    let lines = server.stderr_lines();
+    for line in &lines {
+        assert!(line.len() < 2048, "a log line is bounded: {} bytes: {}…", line.len(), &line[..200]);
+        assert!(!line.starts_with("2026-01-01") && !line.starts_with(forged), "forged line: {line:?}");
+        assert!(!line.contains('\u{1b}'), "control character logged raw: {line:?}");
+    }
+    // The forged text is only ever inside the request's own line, escaped.
+    let mentions: Vec<&String> = lines.iter().filter(|l| l.contains("FORGED")).collect();
+    assert_eq!(mentions.len(), 1, "{mentions:#?}");
+    assert!(mentions[0].contains("correlation_id=log-1"), "{mentions:#?}");
+    for id in ["log-1", "log-2", "log-3"] {
+        let own: Vec<&String> =
+            lines.iter().filter(|l| l.contains(&format!("correlation_id={id}"))).collect();
+        assert_eq!(own.len(), 1, "exactly one line for request {id}: {lines:#?}");
+    }
+    let one = lines.iter().find(|l| l.contains("correlation_id=log-1")).unwrap();
+    assert!(
+        one.contains(r"method=evil\n2026-01-01T00:00:00.000000Z  INFO FORGED: admin logged in\r\n"),
+        "{one}"
+    );
+    let two = lines.iter().find(|l| l.contains("correlation_id=log-2")).unwrap();
+    assert!(
+        two.contains(&format!("method={}…", "m".repeat(128))) && !two.contains(&"m".repeat(129)),
+        "{two}"
+    );
+    let three = lines.iter().find(|l| l.contains("correlation_id=log-3")).unwrap();
+    assert!(three.contains(r"method=tab\there\u{1b}[31m"), "{three}");
 }

@@ -454,3 +454,50 @@ async fn an_async_submit_during_a_sync_call_gets_an_event_that_exists_and_finish
     assert_eq!(v["result"], serde_json::from_str::<Value>(&sync_body).unwrap(), "{v}");
     assert_eq!(up.count("confirm"), 1);
 }
+
+#[tokio::test]
+async fn a_flow_body_nested_beyond_the_rpc_limit_is_a_400_and_nothing_is_forwarded() {
+    let up = Upstream::start().await;
+    let mut cfg = gateway_config(&up);
+    let mut open = flow("orders.any", &up, &["reserve"]);
+    open.params_schema = None;
+    cfg.methods.push(open.clone());
+    open.name = "orders.peek".into();
+    open.kind = oncerpc_core::Kind::Query;
+    cfg.methods.push(open);
+    let s = TestServer::start_with(cfg).await;
+    let h = [("X-API-Key", ACME_KEY), ("X-Idempotency-Key", "deep-1")];
+    let deep_array = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let deep_object = format!("{}1{}", r#"{"a":"#.repeat(200), "}".repeat(200));
+    for body in [&deep_array, &deep_object] {
+        for path in ["orders.any", "orders.any?sync=true", "orders.peek?sync=true", "orders.peek"] {
+            let a = s.post_path(&format!("/v2/flows/{path}"), body.clone(), &h).await;
+            assert_eq!(a.status, 400, "{}", a.body);
+            let v = a.json();
+            assert_eq!(v["code"], "400", "{v}");
+            assert!(
+                v["message"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("Parse error: the body is nested deeper than 127 levels"),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(up.calls().len(), 0, "nothing was forwarded");
+    assert_eq!(s.get_with("/v2/events/evt_x", &[("X-API-Key", ACME_KEY)]).await.status, 404);
+    // The limit of `/rpc`'s params: 127 levels (128 with the envelope) run, 128 do not.
+    let a = s.post_path("/v2/flows/orders.any", format!("{}{}", "[".repeat(128), "]".repeat(128)), &h).await;
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(up.calls().len(), 0, "nothing was forwarded");
+    let ok = format!("{}{}", "[".repeat(127), "]".repeat(127));
+    let a = s
+        .post_path(
+            "/v2/flows/orders.any?sync=true",
+            ok,
+            &[("X-API-Key", ACME_KEY), ("X-Idempotency-Key", "deep-2")],
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(up.count("reserve"), 1);
+}

@@ -259,7 +259,11 @@ async fn validation_errors_leave_no_record_so_a_corrected_retry_runs() {
 async fn production_mode_requires_a_key_for_commands_but_not_queries() {
     let mut cfg = test_config();
     cfg.mode = Mode::Production;
-    let s = TestServer::start_with(cfg).await;
+    // Production mode refuses `demo = true`: the demo methods are registered by hand.
+    let demo = Arc::new(oncerpc::demo::DemoState::default());
+    let mut registry = Registry::new();
+    oncerpc::demo::register(&mut registry, demo.clone(), Duration::from_secs(30)).unwrap();
+    let s = TestServer::start_app(App::with_registry(cfg, registry, demo)).await;
     let v = s.call(json!({"jsonrpc":"2.0","method":"counter.increment","params":{"by":1},"id":1})).await;
     assert_eq!(v["error"]["code"], -32602);
     assert_eq!(v["error"]["message"], "idempotency_key is required for commands");
@@ -308,6 +312,24 @@ async fn a_header_key_on_a_batch_is_a_400() {
 }
 
 #[tokio::test]
+async fn a_force_retry_header_on_a_batch_is_a_400() {
+    let s = TestServer::start().await;
+    for value in ["true", "false"] {
+        let a = s.post_with(format!("[{}]", increment("fr-1", 1, 1)), &[("X-Force-Retry", value)]).await;
+        assert_eq!(a.status, 400, "{}", a.body);
+        let v = a.json();
+        assert_eq!(v["id"], Value::Null);
+        assert_eq!(v["error"]["code"], -32600);
+        assert!(v["error"]["message"].as_str().unwrap().contains("X-Force-Retry"), "{v}");
+    }
+    assert_eq!(s.demo.counter("default"), 0, "nothing in the batch ran");
+    // On a single request the header still applies.
+    let a = s.post_with(increment("fr-1", 1, 2), &[("X-Force-Retry", "true")]).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(s.demo.counter("default"), 1);
+}
+
+#[tokio::test]
 async fn store_failure_fails_closed_queries_keep_working_and_service_recovers() {
     let demo = Arc::new(oncerpc::demo::DemoState::default());
     let mut registry = Registry::new();
@@ -324,7 +346,9 @@ async fn store_failure_fails_closed_queries_keep_working_and_service_recovers() 
     assert_eq!(q["result"], 3, "queries do not touch the store");
     let health = s.get("/healthz").await;
     assert_eq!(health.status, 503);
-    assert_eq!(health.json()["status"], "degraded");
+    // DESIGN §12: the store's error text goes to the log, never to the client.
+    assert_eq!(health.json(), json!({"status": "degraded", "store": "memory"}), "{}", health.body);
+    assert!(!health.body.contains("refused") && !health.body.contains("error"), "{}", health.body);
     let metrics = s.get("/metrics").await.body;
     assert!(metrics.contains(r#"oncerpc_store_errors_total{store="memory"} 1"#), "{metrics}");
     // The store comes back: so does the service, by itself.

@@ -89,7 +89,19 @@ pub(crate) async fn flow(
         None
     } else {
         match serde_json::from_slice::<&RawValue>(&bytes) {
-            Ok(p) if matches!(p.get().as_bytes().first(), Some(b'{' | b'[')) => Some(p),
+            Ok(p) if matches!(p.get().as_bytes().first(), Some(b'{' | b'[')) => {
+                // The nesting limit of `/rpc` (DESIGN §12), before anything runs or is forwarded:
+                // the body is the params, which sit one level below a JSON-RPC request's root.
+                if oncerpc_protocol::check_depth(p.get(), 1).is_err() {
+                    let max = oncerpc_protocol::MAX_DEPTH - 1;
+                    return plain_error(
+                        StatusCode::BAD_REQUEST,
+                        format!("Parse error: the body is nested deeper than {max} levels"),
+                        &cid,
+                    );
+                }
+                Some(p)
+            }
             Ok(_) => {
                 return plain_error(StatusCode::BAD_REQUEST, "the body must be a JSON object or array", &cid);
             }

@@ -291,12 +291,15 @@ async fn healthz(State(st): State<Arc<AppState>>) -> Response {
             serde_json::json!({"status": "ok", "store": store.name()}).to_string(),
             None,
         ),
-        Err(e) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({"status": "degraded", "store": store.name(), "error": e.to_string()})
-                .to_string(),
-            None,
-        ),
+        // DESIGN §12: the error text (addresses, OS errors) goes to the log, never to a client.
+        Err(e) => {
+            tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");
+            json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                serde_json::json!({"status": "degraded", "store": store.name()}).to_string(),
+                None,
+            )
+        }
     }
 }
 

@@ -10,7 +10,8 @@ use oncerpc_core::generated_id;
 use oncerpc_protocol::{ErrorCode, RpcError};
 
 use crate::{
-    AppState, CORRELATION_HEADER, Door, idempotency_headers, json_response, read_body, request_meta,
+    AppState, CORRELATION_HEADER, Door, FORCE_RETRY_HEADER, idempotency_headers, json_response, read_body,
+    request_meta,
 };
 
 pub(crate) async fn rpc(
@@ -36,6 +37,13 @@ pub(crate) async fn rpc(
         return bad_request(&RpcError::with_message(
             ErrorCode::InvalidRequest,
             "an idempotency key header cannot apply to a batch: put params.idempotency_key in each entry",
+        ));
+    }
+    if headers.contains_key(FORCE_RETRY_HEADER) && is_batch(&bytes) {
+        // Like the key header: which entries would it force? (DESIGN §12)
+        return bad_request(&RpcError::with_message(
+            ErrorCode::InvalidRequest,
+            "the X-Force-Retry header cannot apply to a batch: put params.force_retry in each entry",
         ));
     }
     let reply = st.dispatcher.handle(&bytes, &meta).await;

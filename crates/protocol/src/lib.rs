@@ -12,6 +12,6 @@ mod request;
 mod response;
 
 pub use error::{ErrorCode, RpcError};
-pub use request::{Entry, Id, MAX_DEPTH, Message, Request, parse, parse_str};
+pub use request::{Entry, Id, MAX_DEPTH, Message, Request, check_depth, parse, parse_str};
 pub use response::{Outcome, error_body, write_error, write_outcome, write_result};
 pub use serde_json::value::RawValue;

@@ -321,8 +321,9 @@ fn bad_id(what: &str) -> Entry<'static> {
 /// Rejects a raw value (inside a container at depth `base`) nested deeper than [`MAX_DEPTH`]
 /// in total. serde_json skips a raw value iteratively (no recursion, no limit), so this scan
 /// is what makes a 200,000-deep `params`, `id` or unknown member a parse error, and stops
-/// such a value from ever reaching a handler's recursive deserialiser.
-fn check_depth(raw: &str, base: usize) -> Result<(), String> {
+/// such a value from ever reaching a handler's recursive deserialiser. Public for the doors that
+/// take params outside the envelope (the flows door's body, as params: `base` 1).
+pub fn check_depth(raw: &str, base: usize) -> Result<(), String> {
     let bytes = raw.as_bytes();
     // Scalars and shallow values are the common case: nothing to scan.
     if !matches!(bytes.first(), Some(b'{' | b'[')) {

@@ -111,7 +111,8 @@ fn err(e: impl std::fmt::Display) -> StoreError {
 impl PgStore {
     /// Connect (`postgres://user@host:port/db`), apply migrations, start the cleanup task.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e| err(format!("url {url}: {e}")))?;
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e| err(format!("url {}: {e}", oncerpc_core::redact_url(url))))?;
         config.connect_timeout(Duration::from_secs(2));
         let manager =
             Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });

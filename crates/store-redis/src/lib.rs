@@ -360,8 +360,8 @@ impl RedisStore {
 
     /// Connect with explicit options: detects a cluster, checks `maxmemory-policy`.
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
-        let client =
-            redis::Client::open(url).map_err(|e| StoreError::new(format!("redis url {url}: {e}")))?;
+        let client = redis::Client::open(url)
+            .map_err(|e| StoreError::new(format!("redis url {}: {e}", oncerpc_core::redact_url(url))))?;
         let server = client.get_connection_info().addr().to_string();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))

@@ -1,0 +1,127 @@
+//! What may be printed of untrusted or secret text: store URLs without their password
+//! (DESIGN §12), logged values with control characters escaped and method names bounded
+//! (DESIGN §7).
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// `url` with its password replaced by `***`: the `scheme://user:password@host…` form and a
+/// `password=` query parameter. Errs on the side of hiding: everything between the first `:`
+/// of the user info and its last `@` is replaced, whatever it contains.
+pub fn redact_url(url: &str) -> Cow<'_, str> {
+    // Without a scheme, the whole text is read as what follows `://`.
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (&url[..scheme.len() + 3], rest),
+        None => ("", url),
+    };
+    let query_at = rest.find(['?', '#']).unwrap_or(rest.len());
+    let (before_query, query) = rest.split_at(query_at);
+    let mut out = String::new();
+    let mut changed = false;
+    // The user info ends at the last `@` before the query: a password may contain `/` or `@`.
+    match before_query.rfind('@') {
+        Some(at) if before_query[..at].contains(':') => {
+            let user = &before_query[..before_query.find(':').unwrap_or(0)];
+            out.push_str(&format!("{scheme}{user}:***{}", &before_query[at..]));
+            changed = true;
+        }
+        _ => out.push_str(&format!("{scheme}{before_query}")),
+    }
+    // `?password=…` (libpq URLs accept it).
+    for (i, part) in query.split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        let (lead, param) = match part.strip_prefix(['?', '#']) {
+            Some(p) => (&part[..1], p),
+            None => ("", part),
+        };
+        out.push_str(lead);
+        match param.split_once('=') {
+            Some((name, value)) if name.eq_ignore_ascii_case("password") && !value.is_empty() => {
+                out.push_str(name);
+                out.push_str("=***");
+                changed = true;
+            }
+            _ => out.push_str(param),
+        }
+    }
+    if changed { Cow::Owned(out) } else { Cow::Borrowed(url) }
+}
+
+/// Longest logged method name, in characters (DESIGN §7).
+pub const LOG_MAX_CHARS: usize = 128;
+
+/// Displays untrusted text for a log line: at most [`LOG_MAX_CHARS`] characters (then `…`),
+/// `\n`, `\r`, `\t`, `\\` and `"` as escapes and every other control character as `\u{..}`,
+/// so a value can neither forge a line nor make one unbounded.
+#[derive(Clone, Copy)]
+pub struct LogSafe<'a>(pub &'a str);
+
+impl fmt::Display for LogSafe<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        for (i, c) in self.0.chars().enumerate() {
+            if i == LOG_MAX_CHARS {
+                return f.write_char('…');
+            }
+            match c {
+                '\n' => f.write_str("\\n")?,
+                '\r' => f.write_str("\\r")?,
+                '\t' => f.write_str("\\t")?,
+                '\\' => f.write_str("\\\\")?,
+                '"' => f.write_str("\\\"")?,
+                c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                    write!(f, "\\u{{{:x}}}", c as u32)?
+                }
+                c => f.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for LogSafe<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@127.0.0.1:5432/db"),
+            "postgres://app:***@127.0.0.1:5432/db"
+        );
+        assert_eq!(redact_url("redis://:pw@host:6379/0"), "redis://:***@host:6379/0");
+        assert_eq!(
+            redact_url("postgres://a:p/w@d@h/db?sslmode=disable"),
+            "postgres://a:***@h/db?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgres://h/db?sslmode=disable&password=x"),
+            "postgres://h/db?sslmode=disable&password=***"
+        );
+        assert_eq!(redact_url("postgres://h/db?password=x"), "postgres://h/db?password=***");
+        assert_eq!(redact_url("app:pw@host/db"), "app:***@host/db");
+        for same in
+            ["postgres://app@h/db", "redis://h:6379", "sqlite://oncerpc.db", "memory://?capacity=5", "x"]
+        {
+            assert!(matches!(redact_url(same), Cow::Borrowed(s) if s == same), "{same}");
+        }
+    }
+
+    #[test]
+    fn log_safe_escapes_and_bounds() {
+        assert_eq!(LogSafe("a\nb\r\tc\u{1b}\u{7f}\"\\").to_string(), "a\\nb\\r\\tc\\u{1b}\\u{7f}\\\"\\\\");
+        let long = "é".repeat(1000);
+        let shown = LogSafe(&long).to_string();
+        assert_eq!(shown.chars().count(), LOG_MAX_CHARS + 1);
+        assert!(shown.ends_with('…'));
+        assert_eq!(LogSafe(&"x".repeat(LOG_MAX_CHARS)).to_string(), "x".repeat(LOG_MAX_CHARS));
+    }
+}
