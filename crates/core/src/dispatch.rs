@@ -37,10 +37,23 @@ impl Default for BatchConfig {
 }
 
 /// Dispatcher settings.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DispatcherConfig {
     pub batch: BatchConfig,
     pub idempotency: IdempotencyConfig,
+    /// Keyed executions (and async events) running at once, including those whose client
+    /// left: past it, new ones are refused with `-32007` before anything is claimed.
+    pub max_background: usize,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            batch: BatchConfig::default(),
+            idempotency: IdempotencyConfig::default(),
+            max_background: 1024,
+        }
+    }
 }
 
 /// Who is asking and what the transport said about idempotency, as established by the
@@ -204,8 +217,13 @@ impl Dispatcher {
         let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
         let done_cache = store.cache_successes().then(|| Arc::new(DoneCache::new(100_000)));
         let metrics = Metrics::new();
-        let exec =
-            Arc::new(Executions::new(store.clone(), done_cache, metrics.clone(), config.idempotency.ttl));
+        let exec = Arc::new(Executions::new(
+            store.clone(),
+            done_cache,
+            metrics.clone(),
+            config.idempotency.ttl,
+            config.max_background,
+        ));
         for m in registry.iter() {
             let _ = m.metrics.set(metrics.for_method(&m.name, m.spec.kind.as_str()));
         }
@@ -669,6 +687,11 @@ impl Dispatcher {
         if let Some(known) = self.exec.known(&record_key, &keyed.fingerprint, keyed.force_retry) {
             return answer(known);
         }
+        // Refused before anything is claimed when the execution budget is spent.
+        let permit = match self.exec.permit() {
+            Ok(p) => p,
+            Err(e) => return (Outcome::Error(e), None),
+        };
         let exec = self.exec.clone();
         let method = method.clone();
         let params: Option<Box<RawValue>> = params.map(|p| p.to_owned());
@@ -679,6 +702,8 @@ impl Dispatcher {
         let (reply, answered) = tokio::sync::oneshot::channel();
         self.exec.spawn(
             async move {
+                // Held until the outcome is stored, not only until the client is answered.
+                let _permit = permit;
                 let deadline = started + method.spec.timeout;
                 let token = match exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline).await
                 {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 use sha2::{Digest, Sha256};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 use crate::dispatch::{Dispatcher, RequestMeta, generated_id, run_handler};
@@ -120,18 +121,25 @@ impl Dispatcher {
             cid,
             started,
         };
+        // The budget place travels with the event's execution; refused before any claim.
+        let permit = self.exec.permit()?;
         let this = self.clone();
         let event_id = id.clone();
         let status = self
             .exec
-            .spawn(async move { this.accept(event_id, sub).await })
+            .spawn(async move { this.accept(event_id, sub, permit).await })
             .await
             .map_err(|e| RpcError::internal(format_args!("submission task failed: {e}")))??;
         self.metrics.idempotency(&m.name, status.as_str());
         Ok(Submitted { event_id: id, key: keyed.key, status, synthetic_key: keyed.synthetic })
     }
 
-    async fn accept(self: Arc<Self>, id: String, sub: Submission) -> Result<IdempotencyStatus, RpcError> {
+    async fn accept(
+        self: Arc<Self>,
+        id: String,
+        sub: Submission,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<IdempotencyStatus, RpcError> {
         let ttl = self.config.idempotency.ttl;
         let lease = self.lease(&sub.method);
         let deadline = sub.started + sub.method.spec.timeout;
@@ -153,7 +161,7 @@ impl Dispatcher {
                     let _ = self.store.release(&sub.record, token).await;
                     return Err(RpcError::new(ErrorCode::StoreUnavailable));
                 }
-                self.spawn_event(sub.method.clone(), event, token, sub.cid.clone(), sub.started);
+                self.spawn_event(sub.method.clone(), event, token, sub.cid.clone(), sub.started, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
@@ -197,6 +205,7 @@ impl Dispatcher {
         token: u64,
         cid: Arc<str>,
         started: Instant,
+        permit: OwnedSemaphorePermit,
     ) {
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
@@ -211,6 +220,7 @@ impl Dispatcher {
         );
         self.exec.spawn(
             async move {
+                let _permit = permit;
                 let params = match event.params.as_deref().map(|p| RawValue::from_string(p.to_owned())) {
                     None => None,
                     Some(Ok(p)) => Some(p),
@@ -303,6 +313,8 @@ impl Dispatcher {
             tracing::debug!(event_id = %event.id, method = %crate::LogSafe(&event.record.method), "pending event for a method not served here");
             return Ok(false);
         };
+        // No place in the budget: leave the event for a later pass (nothing was claimed).
+        let Ok(permit) = self.exec.permit() else { return Ok(false) };
         let started = Instant::now();
         let lease = self.lease(&method);
         let deadline = started + method.spec.timeout;
@@ -313,7 +325,7 @@ impl Dispatcher {
                     tracing::warn!(event_id = %event.id, "the event has a newer owner; running under the record's token");
                 }
                 let cid = Arc::from(event.id.as_str());
-                self.spawn_event(method, event, token, cid, started);
+                self.spawn_event(method, event, token, cid, started, permit);
                 Ok(true)
             }
             Ok(Acquired::Not(Claim::Done(outcome, _))) => {

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{ErrorCode, Outcome, RpcError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
 use crate::cache::DoneCache;
@@ -71,6 +72,8 @@ pub(crate) struct Executions {
     pub metrics: Metrics,
     pub ttl: Duration,
     tracker: TaskTracker,
+    /// The `max_background` budget: one permit per keyed execution or async event in flight.
+    budget: Arc<Semaphore>,
     unrecorded: Mutex<HashMap<RecordKey, Unrecorded>>,
     /// Records this process owns right now (executing or storing), for the shutdown report.
     owned: Mutex<HashMap<RecordKey, u64>>,
@@ -82,6 +85,7 @@ impl Executions {
         cache: Option<Arc<DoneCache>>,
         metrics: Metrics,
         ttl: Duration,
+        max_background: usize,
     ) -> Self {
         Executions {
             store,
@@ -89,6 +93,7 @@ impl Executions {
             metrics,
             ttl,
             tracker: TaskTracker::new(),
+            budget: Arc::new(Semaphore::new(max_background.max(1))),
             unrecorded: Mutex::new(HashMap::new()),
             owned: Mutex::new(HashMap::new()),
         }
@@ -101,6 +106,16 @@ impl Executions {
         F::Output: Send + 'static,
     {
         self.tracker.spawn(fut)
+    }
+
+    /// A place in the execution budget, or `-32007 Overloaded` at once (no queueing): taken
+    /// before the claim, so a refused request leaves nothing behind.
+    pub fn permit(&self) -> Result<OwnedSemaphorePermit, RpcError> {
+        self.budget.clone().try_acquire_owned().map_err(|_| {
+            self.metrics.overloaded("background");
+            tracing::warn!("execution budget (limits.max_background) spent: refused before claiming");
+            RpcError::new(ErrorCode::Overloaded)
+        })
     }
 
     /// What this process can answer without the store: a success it has cached, or an

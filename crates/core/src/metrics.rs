@@ -30,6 +30,7 @@ pub struct Metrics {
     /// Requests being served right now (maintained by the front doors).
     pub in_flight: IntGauge,
     overloaded: IntCounterVec,
+    tenant_refusals: IntCounterVec,
 }
 
 impl Metrics {
@@ -72,9 +73,17 @@ impl Metrics {
         let overloaded = IntCounterVec::new(
             Opts::new(
                 "oncerpc_overloaded_total",
-                "Requests refused because limits.max_in_flight was reached",
+                "Requests and connections refused by a limit: door=rpc|flows (limits.max_in_flight), connections (limits.max_connections), body_timeout (limits.body_timeout_ms), background (limits.max_background)",
             ),
             &["door"],
+        )
+        .expect("valid metric");
+        let tenant_refusals = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_tenant_refusals_total",
+                "Requests refused by a tenant's own limits, by tenant and reason (rate_limited, overloaded)",
+            ),
+            &["tenant", "reason"],
         )
         .expect("valid metric");
         for c in [
@@ -85,10 +94,21 @@ impl Metrics {
             Box::new(store_errors.clone()),
             Box::new(in_flight.clone()),
             Box::new(overloaded.clone()),
+            Box::new(tenant_refusals.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
-        Metrics { registry, requests, idempotency, latency, batch_size, store_errors, in_flight, overloaded }
+        Metrics {
+            registry,
+            requests,
+            idempotency,
+            latency,
+            batch_size,
+            store_errors,
+            in_flight,
+            overloaded,
+            tenant_refusals,
+        }
     }
 
     pub(crate) fn request(&self, method: &str, kind: &str, outcome: &str, elapsed: Duration) {
@@ -126,6 +146,12 @@ impl Metrics {
     /// A request refused by the in-flight limit.
     pub fn overloaded(&self, door: &str) {
         self.overloaded.with_label_values(&[door]).inc();
+    }
+
+    /// A request refused by its tenant's own limits (`reason`: `rate_limited`, `overloaded`).
+    /// Tenants are configured, so the label is bounded.
+    pub fn tenant_refused(&self, tenant: &str, reason: &str) {
+        self.tenant_refusals.with_label_values(&[tenant, reason]).inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -156,3 +156,44 @@ async fn a_client_hanging_up_during_the_claim_leaves_no_orphaned_claim() {
     assert_eq!(status, Some("duplicate"));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_execution_budget_a_command_is_refused_before_its_claim() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut registry = Registry::new();
+    let counted = runs.clone();
+    registry
+        .register(
+            "pay",
+            MethodSpec::command().timeout(Duration::from_millis(400)),
+            typed(move |_ctx: Context, p: serde_json::Value| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    tokio::time::sleep(Duration::from_millis(p["ms"].as_u64().unwrap_or(0))).await;
+                    Ok::<_, RpcError>(serde_json::json!("paid"))
+                }
+            }),
+        )
+        .unwrap();
+    let d = Arc::new(Dispatcher::with_store(
+        registry,
+        DispatcherConfig { max_background: 2, ..config() },
+        store.clone(),
+    ));
+    // Two slow commands hold the budget; their clients leave (they keep running).
+    for key in ["b-1", "b-2"] {
+        let (body, meta) = (pay(key, 300), RequestMeta::default());
+        let _ = tokio::time::timeout(Duration::from_millis(30), d.handle(&body, &meta)).await;
+    }
+    let (third, status) = call(&d, "b-3", 0).await;
+    assert!(third.contains("-32007"), "{third}");
+    assert_eq!(status, None);
+    assert!(store.get(&RecordKey::new("default", "pay", "b-3")).await.unwrap().is_none(), "nothing claimed");
+    // Once a place is free, the same key runs.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let (again, status) = call(&d, "b-3", 0).await;
+    assert!(again.contains(r#""result":"paid""#), "{again}");
+    assert_eq!(status, Some("new"));
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+}

@@ -159,6 +159,36 @@ pub struct Limits {
     /// commands whose client left, outcomes still being written) may take to finish.
     #[serde(default = "default_shutdown_grace")]
     pub shutdown_grace_ms: u64,
+    /// Keyed executions and async events running at once in this process (including those
+    /// whose client left, and events the resumer restarts); past it, `-32007` / `503` before
+    /// anything is claimed.
+    #[serde(default = "default_max_background")]
+    pub max_background: usize,
+    /// A connection that has not sent complete request headers by then is closed.
+    #[serde(default = "default_header_timeout")]
+    pub header_timeout_ms: u64,
+    /// The whole request body must arrive by then, else `408`.
+    #[serde(default = "default_body_timeout")]
+    pub body_timeout_ms: u64,
+    /// A kept-alive connection with no request for this long is closed.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// Open connections at once; beyond it new connections get `503` and are closed.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+}
+
+fn default_header_timeout() -> u64 {
+    10_000
+}
+fn default_body_timeout() -> u64 {
+    30_000
+}
+fn default_idle_timeout() -> u64 {
+    60_000
+}
+fn default_max_connections() -> usize {
+    10_000
 }
 
 impl Default for Limits {
@@ -168,8 +198,17 @@ impl Default for Limits {
             max_in_flight: default_in_flight(),
             default_timeout_ms: default_timeout_ms(),
             shutdown_grace_ms: default_shutdown_grace(),
+            max_background: default_max_background(),
+            header_timeout_ms: default_header_timeout(),
+            body_timeout_ms: default_body_timeout(),
+            idle_timeout_ms: default_idle_timeout(),
+            max_connections: default_max_connections(),
         }
     }
+}
+
+fn default_max_background() -> usize {
+    1024
 }
 
 fn default_shutdown_grace() -> u64 {
@@ -205,11 +244,20 @@ fn default_in_flight() -> usize {
     1024
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Tenant {
     pub name: String,
     pub api_keys: Vec<String>,
+    /// Sustained requests per second (token bucket, DESIGN §12); absent = unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_per_sec: Option<f64>,
+    /// Requests allowed at once above the rate; default `ceil(rate_per_sec)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+    /// Requests of this tenant served at once; absent = only `limits.max_in_flight`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -350,6 +398,21 @@ impl Config {
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
         }
+        if self.limits.max_background == 0 {
+            return Err(invalid("limits.max_background must be at least 1"));
+        }
+        for (name, v) in [
+            ("header_timeout_ms", self.limits.header_timeout_ms),
+            ("body_timeout_ms", self.limits.body_timeout_ms),
+            ("idle_timeout_ms", self.limits.idle_timeout_ms),
+        ] {
+            if v == 0 {
+                return Err(invalid(format!("limits.{name} must be greater than 0")));
+            }
+        }
+        if self.limits.max_connections == 0 {
+            return Err(invalid("limits.max_connections must be at least 1"));
+        }
         if self.upstream.max_response_bytes == 0 {
             return Err(invalid("upstream.max_response_bytes must be at least 1"));
         }
@@ -375,6 +438,26 @@ impl Config {
                 } else if k.is_empty() {
                     return Err(invalid(format!("tenants.{}: an api key must not be empty", t.name)));
                 }
+            }
+            if let Some(rate) = t.rate_per_sec
+                && !(rate.is_finite() && rate > 0.0 && rate <= 1e9)
+            {
+                return Err(invalid(format!(
+                    "tenants.{}.rate_per_sec must be a number greater than 0 (got {rate})",
+                    t.name
+                )));
+            }
+            if t.burst == Some(0) {
+                return Err(invalid(format!("tenants.{}.burst must be at least 1", t.name)));
+            }
+            if t.burst.is_some() && t.rate_per_sec.is_none() {
+                return Err(invalid(format!(
+                    "tenants.{}.burst needs tenants.{}.rate_per_sec",
+                    t.name, t.name
+                )));
+            }
+            if t.max_in_flight == Some(0) {
+                return Err(invalid(format!("tenants.{}.max_in_flight must be at least 1", t.name)));
             }
         }
         let mut methods = std::collections::HashSet::new();

@@ -57,8 +57,7 @@ impl App {
         store: Arc<dyn Store>,
     ) -> Result<App, ConfigError> {
         // Checked here too: tenants may be set by an embedder without `validate`.
-        oncerpc_http::Tenants::new(config.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))
-            .map_err(ConfigError::Invalid)?;
+        http_tenants(&config).map_err(ConfigError::Invalid)?;
         // DESIGN §3: a lease always outlives the method's timeout, with a margin.
         let lease = Duration::from_millis(config.store.lease_ms);
         if let Some(max) = registry.max_timeout()
@@ -84,6 +83,7 @@ impl App {
                     lease,
                     ttl: Duration::from_secs(config.store.ttl_secs),
                 },
+                max_background: config.limits.max_background,
             },
             store,
         ));
@@ -93,9 +93,8 @@ impl App {
     /// The HTTP router of this app.
     pub fn router(&self) -> axum_router::Router {
         let cfg = &self.config;
-        let tenants =
-            oncerpc_http::Tenants::new(cfg.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))
-                .expect("tenants were checked when the app was built");
+        // The tenants' own limiters (DESIGN §12) are built here, once per router.
+        let tenants = http_tenants(cfg).expect("tenants were checked when the app was built");
         let flow_steps = cfg
             .methods
             .iter()
@@ -108,6 +107,7 @@ impl App {
                 max_in_flight: cfg.limits.max_in_flight,
                 tenants,
                 flow_steps,
+                body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
             },
         )
     }
@@ -139,7 +139,14 @@ impl App {
             resumer.abort();
             let _ = began_tx.send(tokio::time::Instant::now());
         };
-        let server = oncerpc_http::serve(listener, router, shutdown);
+        let limits = &self.config.limits;
+        let serve_config = oncerpc_http::ServeConfig {
+            header_timeout: Duration::from_millis(limits.header_timeout_ms),
+            idle_timeout: Duration::from_millis(limits.idle_timeout_ms),
+            max_connections: limits.max_connections,
+            metrics: Some(self.dispatcher.metrics().clone()),
+        };
+        let server = oncerpc_http::serve(listener, router, serve_config, shutdown);
         tokio::pin!(server);
         // The server's own graceful wait for open connections counts against the grace.
         let (served, began) = tokio::select! {
@@ -160,6 +167,21 @@ impl App {
         }
         served
     }
+}
+
+/// The front door's tenants: keys, and each tenant's own limits.
+fn http_tenants(cfg: &Config) -> Result<oncerpc_http::Tenants, String> {
+    let mut tenants =
+        oncerpc_http::Tenants::new(cfg.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))?;
+    for t in &cfg.tenants {
+        let limits = oncerpc_http::TenantLimits {
+            rate_per_sec: t.rate_per_sec,
+            burst: t.burst,
+            max_in_flight: t.max_in_flight,
+        };
+        tenants.limit(&t.name, limits)?;
+    }
+    Ok(tenants)
 }
 
 /// Live records a `memory://` store holds unless `?capacity=` says otherwise.

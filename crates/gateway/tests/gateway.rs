@@ -32,8 +32,8 @@ fn gateway_config(up: &Upstream) -> Config {
     let mut cfg = test_config();
     cfg.methods = vec![flow("orders.create", up, &["reserve", "confirm"])];
     cfg.tenants = vec![
-        Tenant { name: "acme".into(), api_keys: vec![ACME_KEY.into()] },
-        Tenant { name: "beta".into(), api_keys: vec![BETA_SHA256.into()] },
+        Tenant { name: "acme".into(), api_keys: vec![ACME_KEY.into()], ..Tenant::default() },
+        Tenant { name: "beta".into(), api_keys: vec![BETA_SHA256.into()], ..Tenant::default() },
     ];
     cfg.store.resume_interval_ms = 100;
     cfg

@@ -180,10 +180,11 @@ async fn sigterm_finishes_the_request_in_hand_flushes_and_exits_0() {
     let mut child = daemon(&["--store", &store]);
     let mut stdin = child.stdin.take().unwrap();
     stdin
-        .write_all(cl(r#"{"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":400,"idempotency_key":"term-1"},"id":"t"}"#).as_bytes())
+        .write_all(cl(r#"{"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":1500,"idempotency_key":"term-1"},"id":"t"}"#).as_bytes())
         .unwrap();
     stdin.flush().unwrap();
-    // The request is in hand once its record is claimed.
+    // The request is in hand once its record is claimed. (It sleeps 1.5 s: a loaded machine's
+    // polling must not miss the whole window between the claim and the outcome.)
     let observer = oncerpc_store_sqlite::SqliteStore::open(&db).unwrap();
     common::wait_processing(&observer, "default", "demo.sleep", "term-1").await;
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
@@ -193,6 +194,6 @@ async fn sigterm_finishes_the_request_in_hand_flushes_and_exits_0() {
     let code = child.wait().unwrap().code();
     assert_eq!(code, Some(0));
     let frames = parse_cl_frames(&out);
-    assert_eq!(frames, vec![json!({"jsonrpc":"2.0","result":{"slept_ms":400},"id":"t"})]);
+    assert_eq!(frames, vec![json!({"jsonrpc":"2.0","result":{"slept_ms":1500},"id":"t"})]);
     drop(stdin);
 }

@@ -189,7 +189,7 @@ async fn setup(edit: impl FnOnce(&mut Config)) -> Setup {
         method("normal", echo.url("fetch")),
         method("dead", "http://127.0.0.1:9/fetch".into()),
     ];
-    cfg.tenants = vec![Tenant { name: "acme".into(), api_keys: vec![API_KEY.into()] }];
+    cfg.tenants = vec![Tenant { name: "acme".into(), api_keys: vec![API_KEY.into()], ..Tenant::default() }];
     edit(&mut cfg);
     let s = TestServer::start_with(cfg).await;
     Setup { s, special, target, _echo: echo }

@@ -53,6 +53,27 @@ pub(crate) async fn flow(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // The body first (bounded by max_body_bytes and body_timeout_ms): waiting for it holds no
+    // in-flight permit (DESIGN §12).
+    let body_cid = oncerpc_core::generated_id();
+    let too_large = |limit: usize| {
+        plain_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body too large: the limit is {limit} bytes"),
+            &body_cid,
+        )
+    };
+    let timed_out = || {
+        plain_error(
+            StatusCode::REQUEST_TIMEOUT,
+            "the request body did not arrive in time (limits.body_timeout_ms)",
+            &body_cid,
+        )
+    };
+    let bytes = match read_body(&st, body, &headers, too_large, timed_out).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
     let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
         Ok(g) => g,
         Err(resp) => return *resp,
@@ -73,18 +94,6 @@ pub(crate) async fn flow(
         }
         meta.return_step = Some(Arc::from(step));
     }
-    let limit = st.config.max_body_bytes;
-    let too_large = |limit: usize| {
-        plain_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("body too large: the limit is {limit} bytes"),
-            &cid,
-        )
-    };
-    let bytes = match read_body(body, &headers, limit, too_large).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
-    };
     let params: Option<&RawValue> = if bytes.iter().all(u8::is_ascii_whitespace) {
         None
     } else {

@@ -10,7 +10,14 @@
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
 //! * `limits.max_in_flight`: past it, `503` (`-32007`).
+//! * Per tenant ([`TenantLimits`], DESIGN §12): over its rate, `429` + `Retry-After` (`-32008`);
+//!   over its own `max_in_flight`, `503` (`-32007`).
 //! * [`serve`] with graceful shutdown: stop accepting, let in-flight requests finish.
+//!   Connection limits ([`ServeConfig`], DESIGN §12): header timeout (hyper's
+//!   `header_read_timeout`, which also bounds the wait for a kept-alive connection's next
+//!   request), idle timeout, `max_connections` (past it: `503`, `-32007`, then close); bodies
+//!   are read within `body_timeout` (else `408`) before admission, so waiting for one holds no
+//!   in-flight permit.
 //!
 //! Every answer of `/rpc` and `/v2/*` carries `X-Correlation-Id`.
 
@@ -20,8 +27,9 @@ mod rpc;
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -33,7 +41,7 @@ use oncerpc_core::{Dispatcher, RequestMeta, generated_id};
 use oncerpc_protocol::{ErrorCode, RpcError};
 use tokio::sync::Semaphore;
 
-pub use auth::Tenants;
+pub use auth::{TenantLimits, Tenants};
 pub use axum::Router;
 
 /// Response header carrying the request's correlation id (DESIGN §7).
@@ -60,6 +68,8 @@ pub struct HttpConfig {
     pub tenants: Tenants,
     /// The step names of each flow, for `?return_step=`.
     pub flow_steps: HashMap<String, Vec<String>>,
+    /// The whole request body must arrive within this, else `408`.
+    pub body_timeout: Duration,
 }
 
 impl Default for HttpConfig {
@@ -69,6 +79,7 @@ impl Default for HttpConfig {
             max_in_flight: 1024,
             tenants: Tenants::default(),
             flow_steps: HashMap::new(),
+            body_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -78,6 +89,8 @@ pub(crate) struct AppState {
     pub config: HttpConfig,
     in_flight: Semaphore,
     default_tenant: Arc<str>,
+    /// When a body timeout was last logged (at most once a second).
+    body_timeout_logged: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// The router with every route of the front door.
@@ -88,6 +101,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
         config,
         in_flight,
         default_tenant: Arc::from(oncerpc_core::DEFAULT_TENANT),
+        body_timeout_logged: std::sync::Mutex::new(None),
     });
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
@@ -107,6 +121,8 @@ pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
 /// A request admitted under `limits.max_in_flight`; dropping it frees the slot.
 pub(crate) struct Admitted<'a> {
     _permit: tokio::sync::SemaphorePermit<'a>,
+    /// The tenant's own `max_in_flight` slot, when it has one.
+    _tenant_permit: Option<tokio::sync::SemaphorePermit<'a>>,
     gauge: &'a prometheus::IntGauge,
 }
 
@@ -130,7 +146,7 @@ impl AppState {
         match self.in_flight.try_acquire() {
             Ok(permit) => {
                 metrics.in_flight.inc();
-                Ok(Admitted { _permit: permit, gauge: &metrics.in_flight })
+                Ok(Admitted { _permit: permit, _tenant_permit: None, gauge: &metrics.in_flight })
             }
             Err(_) => {
                 let err = RpcError::new(ErrorCode::Overloaded);
@@ -152,16 +168,65 @@ impl AppState {
         }
     }
 
-    /// Admission then authentication: the prologue of every guarded handler.
+    /// Admission, authentication, then the tenant's own limits: the prologue of every guarded
+    /// handler.
     pub(crate) fn guard(
         &self,
         door: Door,
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Result<(Admitted<'_>, Arc<str>), Box<Response>> {
-        let admitted = self.admit(door)?;
+        let mut admitted = self.admit(door)?;
         let tenant = self.authenticate(headers, query)?;
+        admitted._tenant_permit = self.admit_tenant(door, &tenant)?;
         Ok((admitted, tenant))
+    }
+
+    /// A tenant's `rate_per_sec`/`burst` (`429` + `Retry-After`, `-32008`) and `max_in_flight`
+    /// (`503`, `-32007`), checked at once (no queueing) — DESIGN §12.
+    fn admit_tenant(
+        &self,
+        door: Door,
+        tenant: &str,
+    ) -> Result<Option<tokio::sync::SemaphorePermit<'_>>, Box<Response>> {
+        let Some(limiter) = self.config.tenants.limiter(tenant) else {
+            return Ok(None);
+        };
+        let refusal = match limiter.admit() {
+            Ok(permit) => return Ok(permit),
+            Err(refusal) => refusal,
+        };
+        let metrics = self.dispatcher.metrics();
+        let cid = generated_id();
+        let (err, retry_after) = match refusal {
+            auth::TenantRefusal::RateLimited(wait) => {
+                // Whole seconds, rounded up, at least 1.
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                metrics.tenant_refused(tenant, "rate_limited");
+                tracing::info!(tenant, correlation_id = %cid, retry_after = secs.max(1), "tenant over its rate");
+                (RpcError::new(ErrorCode::RateLimited), Some(secs.max(1)))
+            }
+            auth::TenantRefusal::Overloaded => {
+                metrics.tenant_refused(tenant, "overloaded");
+                tracing::info!(tenant, correlation_id = %cid, "tenant over its max_in_flight");
+                (RpcError::new(ErrorCode::Overloaded), None)
+            }
+        };
+        let mut resp = match door {
+            Door::Rpc => {
+                let status =
+                    StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                json_response(status, oncerpc_protocol::error_body(&err), Some(&cid))
+            }
+            Door::Flows if err.code == ErrorCode::RateLimited => {
+                flows::error_response(&RpcError::with_message(ErrorCode::RateLimited, "rate limited"), &cid)
+            }
+            Door::Flows => flows::error_response(&err, &cid),
+        };
+        if let Some(secs) = retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        Err(Box::new(resp))
     }
 
     /// The tenant, from `X-API-Key` or `?key=`; `401` when tenants are configured and the key
@@ -199,19 +264,38 @@ pub(crate) fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == name).map(|(_, v)| v.into_owned())
 }
 
-/// Read a body up to the limit. `Err` is the response to send (`413`, `400`).
+/// Read a body up to the limit, within `limits.body_timeout_ms`. `Err` is the response to send
+/// (`413`, `408`, `400`). Call it before admission: waiting for a body holds no permit.
 pub(crate) async fn read_body(
+    st: &AppState,
     body: Body,
     headers: &HeaderMap,
-    limit: usize,
     too_large: impl Fn(usize) -> Response,
+    timed_out: impl Fn() -> Response,
 ) -> Result<axum::body::Bytes, Response> {
+    let limit = st.config.max_body_bytes;
     let announced =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
-    match Limited::new(body, limit).collect().await {
+    let Ok(collected) =
+        tokio::time::timeout(st.config.body_timeout, Limited::new(body, limit).collect()).await
+    else {
+        let metrics = st.dispatcher.metrics();
+        metrics.overloaded("body_timeout");
+        let now = tokio::time::Instant::now();
+        let mut last = st.body_timeout_logged.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+            *last = Some(now);
+            tracing::warn!(
+                timeout_ms = st.config.body_timeout.as_millis() as u64,
+                "request body did not arrive in time (limits.body_timeout_ms): 408"
+            );
+        }
+        return Err(timed_out());
+    };
+    match collected {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large(limit)),
         Err(e) => {
@@ -314,20 +398,180 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     resp
 }
 
+/// Connection-level limits of [`serve`] (DESIGN §12).
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// A connection that has not sent complete request headers by then is closed.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in progress for this long is closed.
+    pub idle_timeout: Duration,
+    /// Open connections at once; beyond it a new connection gets `503` and is closed.
+    pub max_connections: usize,
+    /// Where refused connections are counted (`oncerpc_overloaded_total{door="connections"}`).
+    pub metrics: Option<oncerpc_core::metrics::Metrics>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            metrics: None,
+        }
+    }
+}
+
+/// Requests in progress on one connection and when the last one began or ended.
+struct Activity {
+    active: AtomicUsize,
+    last: std::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Activity {
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+    }
+
+    fn begin(self: &Arc<Self>) -> ActiveRequest {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.touch();
+        ActiveRequest(self.clone())
+    }
+
+    /// Resolves once the connection has had no request in progress for `idle`.
+    async fn idle(&self, idle: Duration) {
+        loop {
+            if self.active.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            let deadline = *self.last.lock().unwrap_or_else(|e| e.into_inner()) + idle;
+            if deadline <= tokio::time::Instant::now() {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// One request in progress; dropping it (answered, or the client left) ends it.
+struct ActiveRequest(Arc<Activity>);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The complete answer to a connection over `max_connections`.
+fn refusal() -> Vec<u8> {
+    let body = oncerpc_protocol::error_body(&RpcError::new(ErrorCode::Overloaded));
+    let mut out = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Answer `503` on a connection over the limit, then close it (after a short drain of what the
+/// client sent, so that the close does not reset the answer away).
+async fn refuse(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        tcp.write_all(&refusal()).await?;
+        tcp.shutdown().await?;
+        let mut buf = [0u8; 1024];
+        while tcp.read(&mut buf).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+}
+
 /// Serve `router` on `listener` until `shutdown` resolves, then stop accepting and wait for
-/// in-flight requests to finish.
+/// in-flight requests to finish. HTTP/1.1 on hyper's own connection machinery: headers must
+/// arrive within `header_timeout` (hyper's `header_read_timeout`), idle kept-alive connections
+/// are closed after `idle_timeout`, and at most `max_connections` are open at once.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
+    config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut last_warn: Option<tokio::time::Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and the like: back off rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
         let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            if let Some(m) = &config.metrics {
+                m.overloaded("connections");
+            }
+            let now = tokio::time::Instant::now();
+            if last_warn.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+                last_warn = Some(now);
+                tracing::warn!(
+                    max_connections = config.max_connections,
+                    "connection limit reached: refusing new connections with 503"
+                );
+            }
+            tokio::spawn(refuse(tcp));
+            continue;
+        };
+        let activity = Arc::new(Activity {
+            active: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(tokio::time::Instant::now()),
+        });
+        let svc = hyper_util::service::TowerToHyperService::new(
+            router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer))),
+        );
+        let act = activity.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let active = act.begin();
+            let fut = hyper::service::Service::call(&svc, req);
+            async move {
+                let resp = fut.await;
+                drop(active);
+                resp
+            }
+        });
+        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), svc));
+        let idle = config.idle_timeout;
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::select! {
+                served = conn => {
+                    if let Err(e) = served {
+                        tracing::debug!(error = %e, %peer, "connection ended with an error");
+                    }
+                }
+                // No request in progress: dropping the connection closes it.
+                () = activity.idle(idle) => tracing::debug!(%peer, "idle connection closed"),
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 /// Resolves on the first SIGTERM or SIGINT (Ctrl-C).

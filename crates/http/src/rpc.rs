@@ -20,13 +20,15 @@ pub(crate) async fn rpc(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    // The body first (bounded by max_body_bytes and body_timeout_ms): waiting for it holds no
+    // in-flight permit (DESIGN §12).
+    let bytes = match read_body(&st, body, &headers, too_large, timed_out).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
     let (_admitted, tenant) = match st.guard(Door::Rpc, &headers, uri.query()) {
         Ok(g) => g,
         Err(resp) => return *resp,
-    };
-    let bytes = match read_body(body, &headers, st.config.max_body_bytes, too_large).await {
-        Ok(b) => b,
-        Err(resp) => return resp,
     };
     let meta = match request_meta(&headers, tenant) {
         Ok(m) => m,
@@ -67,6 +69,14 @@ fn too_large(limit: usize) -> Response {
         format!("Request body too large: the limit is {limit} bytes (limits.max_body_bytes)"),
     );
     json_response(StatusCode::PAYLOAD_TOO_LARGE, oncerpc_protocol::error_body(&err), Some(&generated_id()))
+}
+
+fn timed_out() -> Response {
+    let err = RpcError::with_message(
+        ErrorCode::InvalidRequest,
+        "Request body did not arrive in time (limits.body_timeout_ms)",
+    );
+    json_response(StatusCode::REQUEST_TIMEOUT, oncerpc_protocol::error_body(&err), Some(&generated_id()))
 }
 
 fn is_batch(body: &[u8]) -> bool {

@@ -11,7 +11,7 @@ use std::io::Write as _;
 use serde_json::value::RawValue;
 
 /// A JSON-RPC error code: the reserved ones of the specification, oncerpc's own
-/// (`-32001..=-32007`), or an application code a handler chose.
+/// (`-32001..=-32008`), or an application code a handler chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// -32700: invalid JSON, invalid UTF-8, nesting deeper than the parser's limit.
@@ -40,13 +40,15 @@ pub enum ErrorCode {
     UpstreamFailed,
     /// -32007: too many requests in flight.
     Overloaded,
+    /// -32008: the tenant is over its rate (`rate_per_sec`/`burst`).
+    RateLimited,
     /// Any other code, chosen by an application handler.
     Application(i32),
 }
 
 impl ErrorCode {
     /// Every code of the table, in table order (used by docs and tests).
-    pub const TABLE: [ErrorCode; 12] = [
+    pub const TABLE: [ErrorCode; 13] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -59,6 +61,7 @@ impl ErrorCode {
         ErrorCode::Timeout,
         ErrorCode::UpstreamFailed,
         ErrorCode::Overloaded,
+        ErrorCode::RateLimited,
     ];
 
     /// The number on the wire.
@@ -76,6 +79,7 @@ impl ErrorCode {
             ErrorCode::Timeout => -32005,
             ErrorCode::UpstreamFailed => -32006,
             ErrorCode::Overloaded => -32007,
+            ErrorCode::RateLimited => -32008,
             ErrorCode::Application(c) => c,
         }
     }
@@ -100,6 +104,7 @@ impl ErrorCode {
             ErrorCode::Timeout => "Timeout",
             ErrorCode::UpstreamFailed => "Upstream failed",
             ErrorCode::Overloaded => "Overloaded",
+            ErrorCode::RateLimited => "Rate limited",
             ErrorCode::Application(_) => "Application error",
         }
     }
@@ -115,6 +120,7 @@ impl ErrorCode {
             ErrorCode::KeyReused => 422,
             ErrorCode::ForceRetryRefused => 409,
             ErrorCode::StoreUnavailable | ErrorCode::Overloaded => 503,
+            ErrorCode::RateLimited => 429,
             ErrorCode::Timeout => 504,
             ErrorCode::UpstreamFailed => 502,
             ErrorCode::Application(_) => 500,

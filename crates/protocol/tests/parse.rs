@@ -907,7 +907,7 @@ fn rpc_error_display_and_http_status() {
 #[test]
 fn error_code_table_matches_design_section_8() {
     // (code, variant, HTTP status on the flows door) — DESIGN §8, row by row.
-    let design: [(i32, ErrorCode, u16); 12] = [
+    let design: [(i32, ErrorCode, u16); 13] = [
         (-32700, ErrorCode::ParseError, 400),
         (-32600, ErrorCode::InvalidRequest, 400),
         (-32601, ErrorCode::MethodNotFound, 404),
@@ -920,6 +920,7 @@ fn error_code_table_matches_design_section_8() {
         (-32005, ErrorCode::Timeout, 504),
         (-32006, ErrorCode::UpstreamFailed, 502),
         (-32007, ErrorCode::Overloaded, 503),
+        (-32008, ErrorCode::RateLimited, 429),
     ];
     assert_eq!(ErrorCode::TABLE.len(), design.len());
     for (entry, (code, variant, status)) in ErrorCode::TABLE.into_iter().zip(design) {
@@ -948,7 +949,7 @@ fn spec_messages_are_the_spec_wording() {
 
 #[test]
 fn unknown_codes_are_application_codes() {
-    for code in [-32000, -32008, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
+    for code in [-32000, -32009, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
         assert_eq!(ErrorCode::from_code(code), ErrorCode::Application(code));
         assert_eq!(ErrorCode::Application(code).code(), code);
         assert_eq!(ErrorCode::Application(code).http_status(), 500);

@@ -31,6 +31,9 @@ pub struct Behaviour {
     /// Steps whose calls are slow (all when empty).
     pub slow_steps: Mutex<Vec<String>>,
     calls: Mutex<Vec<Call>>,
+    /// Calls being answered right now, and the most there ever were at once.
+    active: AtomicU64,
+    max_active: AtomicU64,
 }
 
 pub struct Upstream {
@@ -71,6 +74,11 @@ impl Upstream {
         m
     }
 
+    /// The most calls this upstream was answering at the same time.
+    pub fn max_concurrency(&self) -> u64 {
+        self.state.max_active.load(Ordering::SeqCst)
+    }
+
     pub fn set_fail(&self, fail: bool) {
         self.state.fail.store(fail, Ordering::SeqCst);
     }
@@ -106,6 +114,8 @@ async fn step(
         });
         calls.iter().filter(|c| c.step == step).count()
     };
+    let now_active = st.active.fetch_add(1, Ordering::SeqCst) + 1;
+    st.max_active.fetch_max(now_active, Ordering::SeqCst);
     let delay = st.delay_ms.load(Ordering::SeqCst);
     let slow = {
         let steps = st.slow_steps.lock().unwrap();
@@ -114,6 +124,7 @@ async fn step(
     if delay > 0 && slow {
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
+    st.active.fetch_sub(1, Ordering::SeqCst);
     if st.fail.load(Ordering::SeqCst) {
         return (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded".to_string());
     }
