@@ -299,8 +299,9 @@ impl Executions {
         mut after_attempt: impl FnMut(&Settled),
     ) -> Settled {
         let mut backoff = Duration::from_millis(50);
-        let settled = 'write: {
-            for attempt in 0u64.. {
+        let mut attempt = 0u64;
+        let settled = loop {
+            {
                 match self.store.complete(key, token, stored, self.ttl).await {
                     Ok(true) => {
                         if attempt > 0 {
@@ -309,7 +310,7 @@ impl Executions {
                         if let Some(cache) = &self.cache {
                             cache.insert(key, fingerprint, stored, self.ttl);
                         }
-                        break 'write Settled::Stored;
+                        break Settled::Stored;
                     }
                     Ok(false) => {
                         tracing::warn!(token, "outcome not recorded: another execution took the record over");
@@ -320,22 +321,22 @@ impl Executions {
                             },
                             _ => None,
                         };
-                        break 'write Settled::Fenced(current);
+                        break Settled::Fenced(current);
                     }
                     Err(e) => {
                         after_attempt(&Settled::Storing);
                         self.metrics.store_error(self.store.name());
                         // Logged on the first attempts, then every tenth: the store may be down
                         // for long, and each attempt would be a line.
-                        if attempt < 3 || attempt % 10 == 0 {
+                        if attempt < 3 || attempt.is_multiple_of(10) {
                             tracing::error!(attempt, error = %e, "could not record the outcome yet; retrying while the lease is renewed");
                         }
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(MAX_BACKOFF);
+                        attempt += 1;
                     }
                 }
             }
-            unreachable!("the loop only ends by breaking")
         };
         after_attempt(&settled);
         settled

@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::{Gateway, TempDir, sync_flow};
+use common::process::{Gateway, TempDir, replica_config, sync_flow, unique};
 use common::proxy::{Proxy, via};
 use common::upstream::Upstream;
 use common::{TestServer, test_config};
@@ -22,42 +22,6 @@ fn redis_url() -> Option<String> {
 
 fn postgres_url() -> Option<String> {
     oncerpc_core::testkit::service_url("ONCERPC_TEST_POSTGRES_URL", "PostgreSQL")
-}
-
-/// A name no other test (or earlier run against the same server) uses.
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{tag}-{}-{nanos}", std::process::id())
-}
-
-/// A config file for a replica: the shared store, one flow with one step on `up`.
-fn replica_config(dir: &TempDir, store_url: &str, up: &Upstream, lease_ms: u64, timeout_ms: u64) -> String {
-    let path = dir.file("replica.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[store]
-url = "{store_url}"
-lease_ms = {lease_ms}
-resume_interval_ms = 200
-redis_prefix = "{prefix}"
-
-[[methods]]
-name = "orders.create"
-kind = "command"
-timeout_ms = {timeout_ms}
-
-  [[methods.steps]]
-  name = "charge"
-  url = "{charge}"
-"#,
-            prefix = unique("oncerpc-replicas"),
-            charge = up.url("charge"),
-        ),
-    )
-    .unwrap();
-    path.display().to_string()
 }
 
 async fn three_hundred_identical_commands_across_three_replicas(store_url: String) {

@@ -14,40 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::{Gateway, TempDir, sync_flow};
+use common::process::{Gateway, TempDir, replica_config, sync_flow, unique};
 use common::upstream::Upstream;
-
-fn unique(tag: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{tag}-{}-{nanos}", std::process::id())
-}
-
-fn config(dir: &TempDir, store_url: &str, up: &Upstream) -> String {
-    let path = dir.file("replica.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[store]
-url = "{store_url}"
-lease_ms = 3000
-ttl_secs = 3600
-
-[[methods]]
-name = "orders.create"
-kind = "command"
-timeout_ms = 2000
-
-  [[methods.steps]]
-  name = "charge"
-  url = "{charge}"
-"#,
-            charge = up.url("charge"),
-        ),
-    )
-    .unwrap();
-    path.display().to_string()
-}
 
 /// (status, x-idempotency-status or "", body) of a sync flow call.
 async fn pay(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u16, String, String) {
@@ -60,7 +28,7 @@ async fn stall_longer_than_the_lease_runs_once(store_url: &str, stall: impl FnOn
     let up = Upstream::start().await;
     up.set_delay(1500, &["charge"]);
     let dir = TempDir::new("stall");
-    let cfg = config(&dir, store_url, &up);
+    let cfg = replica_config(&dir, store_url, &up, 3000, 2000);
     let replicas: Arc<Vec<Gateway>> = Arc::new((0..3).map(|_| Gateway::start(&["--config", &cfg])).collect());
     let client = reqwest::Client::new();
     let key = unique("stall");

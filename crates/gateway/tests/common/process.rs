@@ -152,3 +152,45 @@ pub async fn sync_flow(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u1
     let idem = resp.headers().get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
     (status, idem, resp.text().await.unwrap())
 }
+
+/// A name no other test (or earlier run against the same server) uses.
+pub fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+/// A config file for a replica: the shared store, one flow with one step on `up`.
+pub fn replica_config(
+    dir: &TempDir,
+    store_url: &str,
+    up: &super::upstream::Upstream,
+    lease_ms: u64,
+    timeout_ms: u64,
+) -> String {
+    let path = dir.file("replica.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[store]
+url = "{store_url}"
+lease_ms = {lease_ms}
+resume_interval_ms = 200
+redis_prefix = "{prefix}"
+
+[[methods]]
+name = "orders.create"
+kind = "command"
+timeout_ms = {timeout_ms}
+
+  [[methods.steps]]
+  name = "charge"
+  url = "{charge}"
+"#,
+            prefix = unique("oncerpc-replicas"),
+            charge = up.url("charge"),
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
