@@ -537,6 +537,7 @@ pub struct SwitchableStore {
     inner: Arc<dyn Store>,
     down: std::sync::atomic::AtomicBool,
     claim_delay_ms: std::sync::atomic::AtomicU64,
+    complete_delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl SwitchableStore {
@@ -545,12 +546,18 @@ impl SwitchableStore {
             inner,
             down: std::sync::atomic::AtomicBool::new(false),
             claim_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            complete_delay_ms: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// Make every claim's answer take `delay` to come back (the claim itself lands at once).
     pub fn set_claim_delay(&self, delay: Duration) {
         self.claim_delay_ms.store(delay.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Make every `complete` reach the inner store only after `delay` (a slow outcome write).
+    pub fn set_complete_delay(&self, delay: Duration) {
+        self.complete_delay_ms.store(delay.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
     }
 
     pub fn set_down(&self, down: bool) {
@@ -601,7 +608,12 @@ impl Store for SwitchableStore {
         outcome: &'a StoredOutcome,
         ttl: Duration,
     ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
-        switchable!(self, self.inner.complete(key, token, outcome, ttl))
+        let delay = self.complete_delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            self.check()?;
+            self.inner.complete(key, token, outcome, ttl).await
+        })
     }
     fn release<'a>(
         &'a self,

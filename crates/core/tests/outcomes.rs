@@ -197,3 +197,27 @@ async fn past_the_execution_budget_a_command_is_refused_before_its_claim() {
     assert_eq!(status, Some("new"));
     assert_eq!(runs.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_renews_its_lease_while_its_outcome_is_being_written() {
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let slow = Arc::new(SwitchableStore::new(inner.clone()));
+    // The outcome write takes twice the lease (1.5 s) to land.
+    slow.set_complete_delay(LEASE * 2);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let owner = dispatcher(slow.clone(), runs.clone(), None);
+    let other = dispatcher(inner.clone(), runs.clone(), None);
+    let owner_call = {
+        let owner = owner.clone();
+        tokio::spawn(async move { call(&owner, "renewed-1", 0).await })
+    };
+    // Past the lease, the write still pending: the owner's heartbeats keep the record its own,
+    // so another process sees it in progress instead of taking it over.
+    tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
+    let (during, status) = call(&other, "renewed-1", 0).await;
+    assert_eq!(status, Some("processing"), "{during}");
+    let (first, _) = owner_call.await.unwrap();
+    let (after, status) = call(&other, "renewed-1", 0).await;
+    assert_eq!((after.as_str(), status), (first.as_str(), Some("duplicate")));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
+}
