@@ -170,19 +170,32 @@ impl SqliteStore {
 fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(5))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Switching a new file to WAL can answer SQLITE_BUSY without consulting the busy handler
+    // while another process does the same: retry within the busy timeout.
+    let started = Instant::now();
+    while let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
+        let busy = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy);
+        if !busy || started.elapsed() > Duration::from_secs(5) {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
     conn.pragma_update(None, "synchronous", "FULL")?;
     migrate(&mut conn)?;
     Ok(conn)
 }
 
-/// Apply the migrations this database has not seen yet, each in its own transaction.
+/// Apply pending migrations, each in its own transaction. The version is read inside each write transaction: processes
+/// opening one new file at the same moment apply every migration once (some, like
+/// `ALTER TABLE … ADD COLUMN`, cannot run twice).
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    let version: usize = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", i + 1)?;
+        let version: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if version <= i {
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", i + 1)?;
+        }
         tx.commit()?;
     }
     Ok(())

@@ -18,3 +18,19 @@ fn uuid_like() -> String {
 }
 
 oncerpc_core::store_suite!(make_store);
+
+#[test]
+fn processes_opening_one_new_file_together_all_start() {
+    // Each open is its own connection, as separate processes' are: all must migrate cleanly.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let path = path.clone();
+            std::thread::spawn(move || oncerpc_store_sqlite::SqliteStore::open(path).map(|_| ()))
+        })
+        .collect();
+    for open in opens {
+        open.join().unwrap().expect("every concurrent open succeeds");
+    }
+}
