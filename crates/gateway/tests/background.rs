@@ -1,7 +1,8 @@
 //! Bounded detached work (issue "hold the edge", item 2): with `limits.max_background = 64`,
 //! 5,000 async flow calls against a slow upstream never run more than 64 executions at once;
 //! each call is either refused cleanly before anything is claimed (`503`, and a later retry of
-//! its key runs) or accepted and finished — none lost, none run twice.
+//! its key runs) or accepted and finished — none lost, none run twice. Against the real
+//! `oncerpc` binary on loopback; the upstream runs in the test process.
 
 mod common;
 
@@ -9,22 +10,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::TempDir;
+use common::process::{Gateway, Http, TempDir};
 use common::upstream::Upstream;
-use common::{TestServer, test_config};
-use oncerpc::config::{MethodConfig, StepConfig};
 use serde_json::Value;
 
 const CALLS: usize = 5_000;
 const BUDGET: usize = 64;
 
-async fn submit(s: &TestServer, key: &str) -> (u16, Option<String>) {
-    let a = s
-        .post_path(
-            "/v2/flows/orders.create",
-            format!(r#"{{"order":"{key}"}}"#),
-            &[("X-Idempotency-Key", key)],
-        )
+async fn submit(h: &Http, key: &str) -> (u16, Option<String>) {
+    let a = h
+        .post("/v2/flows/orders.create", format!(r#"{{"order":"{key}"}}"#), &[("X-Idempotency-Key", key)])
         .await;
     let id = (a.status == 200).then(|| a.json()["event_id"].as_str().unwrap().to_owned());
     if a.status != 200 {
@@ -39,20 +34,31 @@ async fn five_thousand_async_calls_never_exceed_the_execution_budget_and_lose_no
     let up = Upstream::start().await;
     up.set_delay(100, &[]);
     let dir = TempDir::new("background");
-    let mut cfg = test_config();
-    cfg.store.url = format!("sqlite://{}", dir.file("o.db").display());
-    cfg.store.resume_interval_ms = 100;
-    cfg.limits.max_background = BUDGET;
-    cfg.methods = vec![MethodConfig {
-        name: "orders.create".into(),
-        kind: oncerpc_core::Kind::Command,
-        notification_allowed: false,
-        timeout_ms: Some(5_000),
-        params_schema: None,
-        description: None,
-        steps: vec![StepConfig { name: "charge".into(), url: up.url("charge") }],
-    }];
-    let s = Arc::new(TestServer::start_with(cfg).await);
+    let gw = Gateway::with_config(
+        &dir,
+        &format!(
+            r#"
+[store]
+url = "sqlite://{db}"
+resume_interval_ms = 100
+
+[limits]
+max_background = {BUDGET}
+
+[[methods]]
+name = "orders.create"
+kind = "command"
+timeout_ms = 5000
+
+  [[methods.steps]]
+  name = "charge"
+  url = "{charge}"
+"#,
+            db = dir.file("o.db").display(),
+            charge = up.url("charge"),
+        ),
+    );
+    let s = gw.http();
 
     // 5,000 calls, 128 at a time.
     let gate = Arc::new(tokio::sync::Semaphore::new(128));
@@ -85,7 +91,7 @@ async fn five_thousand_async_calls_never_exceed_the_execution_budget_and_lose_no
     for (key, id) in &accepted {
         let mut v = Value::Null;
         for _ in 0..600 {
-            v = s.get(&format!("/v2/events/{id}")).await.json();
+            v = s.get(&format!("/v2/events/{id}"), &[]).await.json();
             if v["status"] != "processing" {
                 break;
             }
@@ -112,14 +118,14 @@ async fn five_thousand_async_calls_never_exceed_the_execution_budget_and_lose_no
         assert_eq!(status, 200, "the retry of {key} is accepted");
         let id = id.unwrap();
         for _ in 0..300 {
-            if s.get(&format!("/v2/events/{id}")).await.json()["status"] == "succeeded" {
+            if s.get(&format!("/v2/events/{id}"), &[]).await.json()["status"] == "succeeded" {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(s.get(&format!("/v2/events/{id}")).await.json()["status"], "succeeded");
+        assert_eq!(s.get(&format!("/v2/events/{id}"), &[]).await.json()["status"], "succeeded");
     }
-    let metrics = s.get("/metrics").await.body;
+    let metrics = s.get("/metrics", &[]).await.body;
     assert!(
         metrics.lines().any(|l| l.contains("background") && !l.starts_with('#')),
         "refusals are counted in /metrics"

@@ -1,6 +1,11 @@
 //! Upstream hygiene (DESIGN §12): a step's answer is read up to `[upstream]
 //! max_response_bytes`, redirects are not followed unless `follow_redirects = true`, and in
 //! production mode a failed step's `error.data` keeps only `step` and `status`.
+//!
+//! The three attacks of issue "hold the edge" (a 50 MiB answer, a redirect to a server that
+//! must never be called, a stack trace in production mode) run against the real `oncerpc`
+//! binary on loopback; the hostile upstreams run in the test process. The other tests use an
+//! in-process server.
 
 mod common;
 
@@ -16,11 +21,12 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use common::process::{Gateway, Http, TempDir};
 use common::upstream::Upstream;
 use common::{Answer, TestServer, test_config};
 use futures::StreamExt;
+use oncerpc::Config;
 use oncerpc::config::{MethodConfig, StepConfig, Tenant};
-use oncerpc::{Config, Mode};
 use serde_json::{Value, json};
 
 const API_KEY: &str = "acme-upstream-hygiene-key";
@@ -167,42 +173,85 @@ fn method(name: &str, url: String) -> MethodConfig {
     }
 }
 
+/// The gateway under test: in this process, or the real binary (with its config directory).
+enum Server {
+    InProcess { _s: TestServer },
+    Binary { gw: Gateway, _dir: TempDir },
+}
+
 /// A gateway with one flow per special route, `normal` on the echo upstream and `dead` on a
 /// refused port.
 struct Setup {
-    s: TestServer,
+    h: Http,
+    server: Server,
     special: Special,
     target: Target,
     _echo: Upstream,
 }
 
+impl Setup {
+    /// The binary's process, for its log.
+    fn gateway(&self) -> &Gateway {
+        match &self.server {
+            Server::Binary { gw, .. } => gw,
+            Server::InProcess { .. } => panic!("an in-process server has no process log"),
+        }
+    }
+}
+
+/// The flows of every setup: (name, step URL).
+fn flows(special: &Special, echo: &Upstream) -> Vec<(&'static str, String)> {
+    vec![
+        ("big", special.url("/big")),
+        ("big_cl", special.url("/big-cl")),
+        ("redirected", special.url("/redirect")),
+        ("leaky", special.url("/leak")),
+        ("normal", echo.url("fetch")),
+        ("dead", "http://127.0.0.1:9/fetch".into()),
+    ]
+}
+
+/// An in-process gateway with the configuration `edit` makes.
 async fn setup(edit: impl FnOnce(&mut Config)) -> Setup {
     let target = Target::start().await;
     let special = Special::start(target.addr).await;
     let echo = Upstream::start().await;
     let mut cfg = test_config();
-    cfg.methods = vec![
-        method("big", special.url("/big")),
-        method("big_cl", special.url("/big-cl")),
-        method("redirected", special.url("/redirect")),
-        method("leaky", special.url("/leak")),
-        method("normal", echo.url("fetch")),
-        method("dead", "http://127.0.0.1:9/fetch".into()),
-    ];
+    cfg.methods = flows(&special, &echo).into_iter().map(|(name, url)| method(name, url)).collect();
     cfg.tenants = vec![Tenant { name: "acme".into(), api_keys: vec![API_KEY.into()], ..Tenant::default() }];
     edit(&mut cfg);
     let s = TestServer::start_with(cfg).await;
-    Setup { s, special, target, _echo: echo }
+    Setup { h: Http::new(s.url("")), server: Server::InProcess { _s: s }, special, target, _echo: echo }
 }
 
-async fn flow(s: &TestServer, name: &str, key: &str) -> Answer {
+/// The real binary on loopback, from a TOML file: `top` (top-level keys, e.g. `mode`), the
+/// in-memory store, the tenant and the flows.
+async fn setup_binary(top: &str) -> Setup {
+    let target = Target::start().await;
+    let special = Special::start(target.addr).await;
+    let echo = Upstream::start().await;
+    let mut toml = format!(
+        "{top}\n[store]\nurl = \"memory://\"\n\n[[tenants]]\nname = \"acme\"\napi_keys = [\"{API_KEY}\"]\n"
+    );
+    for (name, url) in flows(&special, &echo) {
+        toml.push_str(&format!(
+            "\n[[methods]]\nname = \"{name}\"\nkind = \"command\"\ntimeout_ms = 10000\n\n  \
+             [[methods.steps]]\n  name = \"fetch\"\n  url = \"{url}\"\n"
+        ));
+    }
+    let dir = TempDir::new("upstream-hygiene");
+    let gw = Gateway::with_config(&dir, &toml);
+    Setup { h: gw.http(), server: Server::Binary { gw, _dir: dir }, special, target, _echo: echo }
+}
+
+async fn flow(u: &Setup, name: &str, key: &str) -> Answer {
     let h = [("X-API-Key", API_KEY), ("X-Idempotency-Key", key)];
-    s.post_path(&format!("/v2/flows/{name}?sync=true"), r#"{"sku":"A"}"#.to_owned(), &h).await
+    u.h.post(&format!("/v2/flows/{name}?sync=true"), r#"{"sku":"A"}"#, &h).await
 }
 
-async fn rpc(s: &TestServer, name: &str, key: &str) -> Answer {
+async fn rpc(u: &Setup, name: &str, key: &str) -> Answer {
     let body = json!({"jsonrpc":"2.0","method":name,"params":{"sku":"A","idempotency_key":key},"id":1});
-    s.post_with(body.to_string(), &[("X-API-Key", API_KEY)]).await
+    u.h.rpc(body.to_string(), &[("X-API-Key", API_KEY)]).await
 }
 
 /// The flows door's `502` for `-32006`; its `data`.
@@ -221,17 +270,17 @@ fn rpc_upstream_failed(a: &Answer) -> Value {
 }
 
 async fn assert_still_healthy(u: &Setup, key: &str) {
-    let ok = flow(&u.s, "normal", key).await;
+    let ok = flow(u, "normal", key).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(ok.json()["step"], "fetch");
-    assert_eq!(u.s.get("/healthz").await.status, 200);
+    assert_eq!(u.h.get("/healthz", &[]).await.status, 200);
 }
 
 #[tokio::test]
 async fn a_50_mib_answer_fails_the_step_quickly_and_the_gateway_stays_healthy() {
-    let u = setup(|_| {}).await;
+    let u = setup_binary("").await;
     let started = Instant::now();
-    let a = flow(&u.s, "big", "big-1").await;
+    let a = flow(&u, "big", "big-1").await;
     let data = upstream_failed(&a);
     assert_eq!(data, json!({"step":"fetch","status":200,"reason":"response larger than 1048576 bytes"}));
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
@@ -239,7 +288,7 @@ async fn a_50_mib_answer_fails_the_step_quickly_and_the_gateway_stays_healthy() 
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!u.special.big_sent_fully.load(Ordering::SeqCst), "the whole 50 MiB was read");
 
-    let r = rpc(&u.s, "big", "big-rpc").await;
+    let r = rpc(&u, "big", "big-rpc").await;
     assert_eq!(rpc_upstream_failed(&r)["reason"], "response larger than 1048576 bytes");
     assert_still_healthy(&u, "after-big").await;
 }
@@ -248,7 +297,7 @@ async fn a_50_mib_answer_fails_the_step_quickly_and_the_gateway_stays_healthy() 
 async fn a_content_length_over_the_cap_is_refused_before_reading() {
     let u = setup(|cfg| cfg.upstream.max_response_bytes = 4096).await;
     let started = Instant::now();
-    let a = flow(&u.s, "big_cl", "cl-1").await;
+    let a = flow(&u, "big_cl", "cl-1").await;
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert_eq!(
         upstream_failed(&a),
@@ -260,12 +309,12 @@ async fn a_content_length_over_the_cap_is_refused_before_reading() {
 
 #[tokio::test]
 async fn a_redirect_fails_the_step_and_its_target_is_never_called() {
-    let u = setup(|_| {}).await;
-    let a = flow(&u.s, "redirected", "redir-1").await;
+    let u = setup_binary("").await;
+    let a = flow(&u, "redirected", "redir-1").await;
     let data = upstream_failed(&a);
     assert_eq!(data["step"], "fetch");
     assert_eq!(data["status"], 307);
-    let r = rpc(&u.s, "redirected", "redir-rpc").await;
+    let r = rpc(&u, "redirected", "redir-rpc").await;
     assert_eq!(rpc_upstream_failed(&r)["status"], 307);
     assert_eq!(u.target.calls(), 0, "the redirect target was called");
 }
@@ -273,7 +322,7 @@ async fn a_redirect_fails_the_step_and_its_target_is_never_called() {
 #[tokio::test]
 async fn with_follow_redirects_the_redirect_is_followed() {
     let u = setup(|cfg| cfg.upstream.follow_redirects = true).await;
-    let a = flow(&u.s, "redirected", "follow-1").await;
+    let a = flow(&u, "redirected", "follow-1").await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json(), json!({"redirected": true, "input": {"sku": "A"}}), "307 re-posts the body");
     assert_eq!(u.target.calls(), 1);
@@ -281,27 +330,27 @@ async fn with_follow_redirects_the_redirect_is_followed() {
 
 #[tokio::test]
 async fn production_mode_shows_clients_only_the_step_and_status() {
-    let u = setup(|cfg| cfg.mode = Mode::Production).await;
+    let u = setup_binary("mode = \"production\"\n").await;
     let port = u.special.addr.port().to_string();
     let leaks = ["hunter2", "Traceback", "handlers.py", "/srv/billing", "127.0.0.1", port.as_str()];
 
-    let a = flow(&u.s, "leaky", "prod-leak-1").await;
+    let a = flow(&u, "leaky", "prod-leak-1").await;
     assert_eq!(upstream_failed(&a), json!({"step":"fetch","status":500}));
-    let r = rpc(&u.s, "leaky", "prod-leak-rpc").await;
+    let r = rpc(&u, "leaky", "prod-leak-rpc").await;
     assert_eq!(rpc_upstream_failed(&r), json!({"step":"fetch","status":500}));
     // The stored outcome, replayed, is the same.
-    let replay = flow(&u.s, "leaky", "prod-leak-1").await;
+    let replay = flow(&u, "leaky", "prod-leak-1").await;
     assert_eq!(replay.header("x-idempotency-status"), Some("duplicate"));
     assert_eq!(replay.body, a.body);
 
-    let big = flow(&u.s, "big", "prod-big").await;
+    let big = flow(&u, "big", "prod-big").await;
     assert_eq!(upstream_failed(&big), json!({"step":"fetch","status":200}));
-    let redirected = flow(&u.s, "redirected", "prod-redir").await;
+    let redirected = flow(&u, "redirected", "prod-redir").await;
     assert_eq!(upstream_failed(&redirected), json!({"step":"fetch","status":307}));
     // No answer at all: no status, and neither the URL nor the OS error.
-    let dead = flow(&u.s, "dead", "prod-dead").await;
+    let dead = flow(&u, "dead", "prod-dead").await;
     assert_eq!(upstream_failed(&dead), json!({"step":"fetch"}));
-    let dead_rpc = rpc(&u.s, "dead", "prod-dead-rpc").await;
+    let dead_rpc = rpc(&u, "dead", "prod-dead-rpc").await;
     assert_eq!(rpc_upstream_failed(&dead_rpc), json!({"step":"fetch"}));
 
     for answer in [&a, &r, &replay, &big, &redirected, &dead, &dead_rpc] {
@@ -312,19 +361,30 @@ async fn production_mode_shows_clients_only_the_step_and_status() {
     }
     assert_eq!(u.target.calls(), 0);
     assert_still_healthy(&u, "prod-after").await;
+
+    // What the client was not shown is in the gateway's log, under the call's correlation id.
+    let cid = a.header("x-correlation-id").expect("a correlation id");
+    let gw = u.gateway();
+    let line = gw
+        .wait_log(Duration::from_secs(10), |l| l.contains("upstream step failed") && l.contains(cid))
+        .await
+        .unwrap_or_else(|| panic!("no log line for {cid}: {:#?}", gw.log()));
+    for detail in ["Traceback (most recent call last):", "handlers.py", "status=500"] {
+        assert!(line.contains(detail), "{detail:?} not in {line}");
+    }
 }
 
 #[tokio::test]
 async fn dev_mode_keeps_the_details_with_a_bounded_body() {
     let u = setup(|_| {}).await;
-    let a = flow(&u.s, "leaky", "dev-leak-1").await;
+    let a = flow(&u, "leaky", "dev-leak-1").await;
     let data = upstream_failed(&a);
     assert_eq!((&data["step"], &data["status"]), (&json!("fetch"), &json!(500)));
     assert_eq!(data["body"], STACK_TRACE, "dev mode quotes the upstream body");
-    let r = rpc(&u.s, "leaky", "dev-leak-rpc").await;
+    let r = rpc(&u, "leaky", "dev-leak-rpc").await;
     assert!(rpc_upstream_failed(&r)["body"].as_str().unwrap().contains("hunter2"));
 
-    let dead = flow(&u.s, "dead", "dev-dead").await;
+    let dead = flow(&u, "dead", "dev-dead").await;
     let err = upstream_failed(&dead)["error"].as_str().unwrap().to_lowercase();
     assert!(err.contains("refused"), "{err}");
     assert!(err.contains("127.0.0.1:9"), "{err}");
@@ -346,7 +406,7 @@ async fn dev_mode_quotes_at_most_512_bytes_of_an_error_body() {
         axum::serve(listener, app).await.unwrap();
     });
     let u = setup(|cfg| cfg.methods.push(method("huge_error", format!("http://{addr}/huge-error")))).await;
-    let a = flow(&u.s, "huge_error", "huge-1").await;
+    let a = flow(&u, "huge_error", "huge-1").await;
     let data = upstream_failed(&a);
     assert_eq!(data["status"], 500);
     assert_eq!(data["body"].as_str().unwrap().len(), 512);

@@ -88,6 +88,90 @@ impl Gateway {
     pub fn log(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }
+
+    /// Write `toml` to `oncerpc.toml` in `dir` and start the binary on it.
+    pub fn with_config(dir: &TempDir, toml: &str) -> Gateway {
+        let path = dir.file("oncerpc.toml");
+        std::fs::write(&path, toml).expect("write the config file");
+        Gateway::start(&["--config", &path.display().to_string()])
+    }
+
+    /// A client for this gateway.
+    pub fn http(&self) -> Http {
+        Http::new(self.url(""))
+    }
+
+    /// Wait (bounded) for a stderr line for which `pred` holds; that line.
+    pub async fn wait_log(&self, within: Duration, pred: impl Fn(&str) -> bool) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(line) = self.stderr.lock().unwrap().iter().find(|l| pred(l)) {
+                return Some(line.clone());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A reqwest client bound to a base URL (a [`Gateway`]'s, or an in-process server's), whose
+/// answers are [`super::Answer`]s.
+#[derive(Clone)]
+pub struct Http {
+    pub client: reqwest::Client,
+    pub base: String,
+}
+
+impl Http {
+    pub fn new(base: impl Into<String>) -> Http {
+        Http { client: reqwest::Client::new(), base: base.into() }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// GET `path` with extra headers.
+    pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> super::Answer {
+        let mut req = self.client.get(self.url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        Self::answer(req).await
+    }
+
+    /// POST a raw body to `path` with extra headers (no content type unless given).
+    pub async fn post(
+        &self,
+        path: &str,
+        body: impl Into<reqwest::Body>,
+        headers: &[(&str, &str)],
+    ) -> super::Answer {
+        let mut req = self.client.post(self.url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        Self::answer(req.body(body)).await
+    }
+
+    /// POST a JSON-RPC body to `/rpc` with extra headers.
+    pub async fn rpc(&self, body: impl Into<reqwest::Body>, headers: &[(&str, &str)]) -> super::Answer {
+        let mut req = self.client.post(self.url("/rpc")).header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        Self::answer(req.body(body)).await
+    }
+
+    async fn answer(req: reqwest::RequestBuilder) -> super::Answer {
+        let resp = req.send().await.expect("request sent");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.text().await.expect("body read");
+        super::Answer { status, headers, body }
+    }
 }
 
 impl Drop for Gateway {
