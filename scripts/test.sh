@@ -3,7 +3,8 @@
 # Usage: ./scripts/test.sh [extra cargo test args]
 #
 # Installs (when missing): emacs-nox (Debian) for the jsonrpc.el client test, a Python venv
-# under target/ with jsonrpcclient + requests for the Python client test, and Redis and
+# under target/ with jsonrpcclient + requests and the npm package json-rpc-2.0 under
+# target/node-clients for the client-library tests, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
 # cannot be installed or reached is a failure; elsewhere the tests that need it skip with a
 # printed reason.
@@ -41,6 +42,19 @@ if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests' 2>/dev/null; then
     || need "python3 with jsonrpcclient"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
+
+# A Node JSON-RPC client library from npm (json-rpc-2.0), for the oversized-batch client test.
+NODEDIR="target/node-clients"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "== installing nodejs and npm"
+  apt_install nodejs npm || need "node and npm"
+fi
+if [ ! -d "$NODEDIR/node_modules/json-rpc-2.0" ]; then
+  echo "== installing json-rpc-2.0 into $NODEDIR"
+  mkdir -p "$NODEDIR"
+  npm install --prefix "$NODEDIR" --no-audit --no-fund --silent 'json-rpc-2.0@1.8.1' || need "npm package json-rpc-2.0"
+fi
+export ONCERPC_NODE_PATH="$PWD/$NODEDIR/node_modules"
 
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.

@@ -103,6 +103,18 @@ pub(crate) struct Keyed {
 pub struct IdempotencyInfo {
     pub key: Arc<str>,
     pub status: IdempotencyStatus,
+    /// With `processing`: when to try again (DESIGN §3), for HTTP's `Retry-After`.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl IdempotencyInfo {
+    fn of(key: Arc<str>, status: IdempotencyStatus, outcome: &Outcome) -> Self {
+        let retry_after_ms = match status {
+            IdempotencyStatus::Processing => crate::execution::in_progress_hint(outcome),
+            _ => None,
+        };
+        IdempotencyInfo { key, status, retry_after_ms }
+    }
 }
 
 /// One answered entry.
@@ -120,6 +132,18 @@ impl<'a> Answer<'a> {
 
 /// Per (method, key) of a batch: the one execution its entries share.
 type SharedByKey = HashMap<(Arc<str>, Arc<str>), Arc<tokio::sync::OnceCell<Shared>>>;
+
+/// A request's access-log line (DESIGN §7): at `info` for a single request or stdio message,
+/// at `debug` for an entry of a batch (the batch writes one `info` line of its own).
+macro_rules! access_line {
+    ($batch:expr, $($arg:tt)+) => {
+        if $batch.is_some() {
+            tracing::debug!($($arg)+)
+        } else {
+            tracing::info!($($arg)+)
+        }
+    };
+}
 
 /// What the entries of one batch share.
 #[derive(Default)]
@@ -346,16 +370,8 @@ impl Dispatcher {
             return reject(RpcError::invalid_request("empty batch"));
         }
         if entries.len() > cfg.max_size {
-            return reject(RpcError::with_message(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "Batch too large: {} entries, the limit is {} (batch.max_size)",
-                    entries.len(),
-                    cfg.max_size
-                ),
-            ));
+            return self.refuse_oversized(&entries, cfg.max_size, batch_cid);
         }
-        tracing::debug!(correlation_id = %batch_cid, size = entries.len(), "batch");
         self.metrics.batch(entries.len());
         // `buffered` runs up to `max_concurrency` entries at once and yields them in order.
         // The futures are built first (they are lazy) so that no closure lives in the
@@ -371,16 +387,61 @@ impl Dispatcher {
         let results: Vec<Option<Answer<'a>>> =
             futures::stream::iter(calls).buffered(cfg.max_concurrency.max(1)).collect().await;
         let mut out = Vec::with_capacity(64 * results.len());
+        let mut errors = 0usize;
         out.push(b'[');
         for a in results.iter().flatten() {
             if out.len() > 1 {
                 out.push(b',');
             }
+            errors += usize::from(matches!(a.outcome, Outcome::Error(_)));
             oncerpc_protocol::write_outcome(&mut out, a.id, &a.outcome);
         }
         out.push(b']');
+        // The batch's one access-log line (its entries' lines are at `debug`).
+        tracing::info!(
+            correlation_id = %batch_cid,
+            tenant = %meta.tenant,
+            size = results.len(),
+            errors,
+            duration_us = started.elapsed().as_micros() as u64,
+            "batch"
+        );
         let body = (out.len() > 2).then_some(out);
         Reply { body, correlation_id: batch_cid, idempotency: None }
+    }
+
+    /// A batch over `batch.max_size` (DESIGN §1): nothing runs; every entry with a readable
+    /// id gets its own `-32600` so that clients waiting for their ids are answered; with no
+    /// readable id at all, one error with `id: null`.
+    fn refuse_oversized(&self, entries: &[Entry<'_>], max_size: usize, batch_cid: Arc<str>) -> Reply {
+        let err = RpcError::with_message(
+            ErrorCode::InvalidRequest,
+            format!("Batch too large: {} entries, the limit is {max_size} (batch.max_size)", entries.len()),
+        );
+        let ids = entries.iter().filter_map(|e| match e {
+            Entry::Valid(r) => r.id,
+            Entry::Invalid { id, .. } => *id,
+        });
+        let mut out = Vec::with_capacity(128);
+        out.push(b'[');
+        let mut answered = 0usize;
+        for id in ids {
+            if answered > 0 {
+                out.push(b',');
+            }
+            oncerpc_protocol::write_error(&mut out, Some(id), &err);
+            answered += 1;
+        }
+        out.push(b']');
+        let body = if answered == 0 { oncerpc_protocol::error_body(&err) } else { out };
+        self.metrics.request("unknown", "batch", "-32600", Duration::ZERO);
+        tracing::info!(
+            correlation_id = %batch_cid,
+            size = entries.len(),
+            errors = answered.max(1),
+            "batch refused: over batch.max_size"
+        );
+        Reply { body: Some(body), correlation_id: batch_cid, idempotency: None }
     }
 
     /// Policy and execution of one entry. `None`: nothing to answer (a notification).
@@ -394,19 +455,26 @@ impl Dispatcher {
     ) -> Option<Answer<'a>> {
         let req = match entry {
             Entry::Invalid { id, error } => {
-                tracing::info!(correlation_id = %cid, error = %error, "invalid request");
+                access_line!(local, correlation_id = %cid, error = %error, "invalid request");
                 return Some(Answer::plain(id, Outcome::Error(error)));
             }
             Entry::Valid(req) => req,
         };
-        let span = tracing::info_span!(
-            "rpc",
-            correlation_id = %cid,
-            method = %crate::LogSafe(&req.method),
-            kind = tracing::field::Empty,
-            tenant = %meta.tenant,
-            idempotency_status = tracing::field::Empty,
-        );
+        // A single request's span is its access-log line's context; a batch entry's is at
+        // `debug` (the batch logs one line), so at `info` it costs nothing.
+        macro_rules! entry_span {
+            ($span:ident) => {
+                tracing::$span!(
+                    "rpc",
+                    correlation_id = %cid,
+                    method = %crate::LogSafe(&req.method),
+                    kind = tracing::field::Empty,
+                    tenant = %meta.tenant,
+                    idempotency_status = tracing::field::Empty,
+                )
+            };
+        }
+        let span = if local.is_some() { entry_span!(debug_span) } else { entry_span!(info_span) };
         self.run_request(req, cid, meta, local, started).instrument(span).await
     }
 
@@ -429,11 +497,17 @@ impl Dispatcher {
         }
         let Some(method) = self.registry.get(&req.method) else {
             if req.is_notification() {
-                tracing::warn!("notification to unknown method dropped");
+                // LSP's `$/` notifications (`$/cancelRequest`, `$/setTrace`, …) may be ignored
+                // by a server that does not implement them, without a warning.
+                if req.method.starts_with("$/") {
+                    tracing::debug!("protocol notification ignored");
+                } else {
+                    tracing::warn!("notification to unknown method dropped");
+                }
                 return None;
             }
             let outcome = Outcome::Error(RpcError::method_not_found());
-            self.observe(None, &outcome, None, started.elapsed(), None);
+            self.observe(None, &outcome, None, started.elapsed(), local);
             return Some(Answer::plain(req.id, outcome));
         };
         tracing::Span::current().record("kind", method.spec.kind.as_str());
@@ -457,11 +531,8 @@ impl Dispatcher {
             match &outcome {
                 Outcome::Error(e) => tracing::error!(error = %e, "notification failed"),
                 Outcome::Result(_) => {
-                    tracing::info!(
-                        duration_us = started.elapsed().as_micros() as u64,
-                        outcome = "ok",
-                        "notification"
-                    )
+                    let duration_us = started.elapsed().as_micros() as u64;
+                    access_line!(local, duration_us, outcome = "ok", "notification");
                 }
             }
             return None;
@@ -514,7 +585,7 @@ impl Dispatcher {
         }
         match (outcome, handles) {
             (Outcome::Result(_), Some(h)) => {
-                tracing::info!(duration_us, outcome = "ok", "request");
+                access_line!(batch, duration_us, outcome = "ok", "request");
                 match (batch, method) {
                     (Some(batch), Some(m)) => batch.ok(m, h, elapsed),
                     _ => {
@@ -524,12 +595,12 @@ impl Dispatcher {
                 }
             }
             (Outcome::Result(_), None) => {
-                tracing::info!(duration_us, outcome = "ok", "request");
+                access_line!(batch, duration_us, outcome = "ok", "request");
                 self.metrics.request(name, kind, "ok", elapsed);
             }
             (Outcome::Error(e), _) => {
                 let code = e.code.code();
-                tracing::info!(duration_us, outcome = "error", code, "request");
+                access_line!(batch, duration_us, outcome = "error", code, "request");
                 self.metrics.request(name, kind, &code.to_string(), elapsed);
             }
         }
@@ -633,7 +704,8 @@ impl Dispatcher {
         let key = keyed.key.clone();
         let Some(local) = local else {
             let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;
-            return (outcome, status.map(|status| IdempotencyInfo { key, status }));
+            let info = status.map(|status| IdempotencyInfo::of(key, status, &outcome));
+            return (outcome, info);
         };
         // Inside a batch: the first entry with this (method, key) runs, the others share it.
         let cell = {
@@ -663,7 +735,8 @@ impl Dispatcher {
                 other => other,
             }
         };
-        (shared.outcome, status.map(|status| IdempotencyInfo { key, status }))
+        let info = status.map(|status| IdempotencyInfo::of(key, status, &shared.outcome));
+        (shared.outcome, info)
     }
 
     /// The lease of `method`'s executions.

@@ -75,8 +75,9 @@ pub(crate) struct Executions {
     /// The `max_background` budget: one permit per keyed execution or async event in flight.
     budget: Arc<Semaphore>,
     unrecorded: Mutex<HashMap<RecordKey, Unrecorded>>,
-    /// Records this process owns right now (executing or storing), for the shutdown report.
-    owned: Mutex<HashMap<RecordKey, u64>>,
+    /// Records this process owns right now (executing or storing): their token and since
+    /// when, for the retry hint and the shutdown report.
+    owned: Mutex<HashMap<RecordKey, (u64, Instant)>>,
 }
 
 impl Executions {
@@ -149,8 +150,18 @@ impl Executions {
     ) -> Result<Claim, RpcError> {
         let req = ClaimRequest { key, fingerprint, force_retry, lease, ttl: self.ttl };
         let claim = self.store.claim(req).await.map_err(|e| self.unavailable(&e, "command not run"))?;
-        if let (Claim::Done(outcome, ttl_left_ms), Some(cache)) = (&claim, &self.cache) {
-            cache.insert(key, fingerprint, outcome, Duration::from_millis(*ttl_left_ms));
+        match &claim {
+            Claim::Done(outcome, ttl_left_ms) => {
+                if let Some(cache) = &self.cache {
+                    cache.insert(key, fingerprint, outcome, Duration::from_millis(*ttl_left_ms));
+                }
+            }
+            Claim::InProgress { retry_after_ms: lease_left_ms } => {
+                let running =
+                    self.owned.lock().ok().and_then(|o| o.get(key).map(|(_, since)| since.elapsed()));
+                return Ok(Claim::InProgress { retry_after_ms: retry_hint(*lease_left_ms, lease, running) });
+            }
+            _ => {}
         }
         Ok(claim)
     }
@@ -217,7 +228,7 @@ impl Executions {
         early: impl FnOnce(&Outcome, &Settled),
     ) -> (Outcome, Settled) {
         if let Ok(mut owned) = self.owned.lock() {
-            owned.insert(key.clone(), token);
+            owned.insert(key.clone(), (token, Instant::now()));
         }
         let run = async {
             let outcome = work.await;
@@ -226,7 +237,7 @@ impl Executions {
         };
         let result = with_heartbeat(run, self.heartbeat(key, token, lease)).await;
         if let Ok(mut owned) = self.owned.lock()
-            && owned.get(key) == Some(&token)
+            && owned.get(key).is_some_and(|(t, _)| *t == token)
         {
             owned.remove(key);
         }
@@ -361,7 +372,7 @@ impl Executions {
             );
         }
         let owned = self.owned.lock().map(|o| o.clone()).unwrap_or_default();
-        for (key, token) in &owned {
+        for (key, (token, _)) in &owned {
             tracing::error!(
                 tenant = %key.tenant,
                 method = %key.method,
@@ -408,6 +419,33 @@ pub fn lease_margin(timeout: Duration) -> Duration {
 }
 
 /// The error a request gets when the record belongs to another running execution.
+/// The retry hint of a concurrent duplicate (DESIGN §3): as long as the running execution has
+/// been running so far — known exactly when it runs in this process, else estimated from the
+/// store's lease as the time since the owner's claim or last heartbeat — at least 50 ms and at
+/// most the lease left. A client that honours it retries about when a job like this one ends,
+/// not when a long lease would.
+pub(crate) fn retry_hint(lease_left_ms: u64, lease: Duration, running: Option<Duration>) -> u64 {
+    let running_ms = match running {
+        Some(r) => r.as_millis() as u64,
+        None => (lease.as_millis() as u64).saturating_sub(lease_left_ms),
+    };
+    running_ms.min(lease_left_ms).max(50)
+}
+
+/// The hint of a `-32001 Request in progress` answer, for the HTTP `Retry-After` header.
+pub fn in_progress_hint(outcome: &Outcome) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Hint {
+        retry_after_ms: u64,
+    }
+    match outcome {
+        Outcome::Error(e) if e.code == ErrorCode::RequestInProgress => {
+            serde_json::from_str::<Hint>(e.data.as_deref()?.get()).ok().map(|h| h.retry_after_ms)
+        }
+        _ => None,
+    }
+}
+
 pub(crate) fn in_progress(retry_after_ms: u64) -> RpcError {
     RpcError::new(ErrorCode::RequestInProgress).data(serde_json::json!({ "retry_after_ms": retry_after_ms }))
 }

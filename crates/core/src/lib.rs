@@ -55,6 +55,7 @@ pub use method::{
     BoxFuture, Context, DEFAULT_TIMEOUT, Handler, HandlerResult, IdempotencyStatus, Kind, MethodSpec,
     decode_params, typed,
 };
+pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;
 pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};

@@ -1,6 +1,7 @@
 //! Prometheus metrics (DESIGN §7), one registry per dispatcher so that several servers in one
 //! process (tests, embedders) never mix their counts.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use prometheus::{
@@ -13,6 +14,16 @@ pub(crate) struct MethodMetrics {
     pub latency: Histogram,
     /// new, processing, duplicate
     pub statuses: [IntCounter; 3],
+}
+
+/// Where `oncerpc_log_lines_dropped_total` is read from: the process's log writer (one per
+/// process, like the global tracing subscriber), set by whoever installs it.
+static LOG_LINES_DROPPED: OnceLock<Box<dyn Fn() -> u64 + Send + Sync>> = OnceLock::new();
+
+/// Name the source of `oncerpc_log_lines_dropped_total` (log lines the non-blocking writer
+/// dropped because its sink could not keep up). The first call wins.
+pub fn set_log_lines_dropped_source(read: impl Fn() -> u64 + Send + Sync + 'static) {
+    let _ = LOG_LINES_DROPPED.set(Box::new(read));
 }
 
 /// The `outcome` of a request whose client went away before the answer (nginx's 499).
@@ -31,6 +42,7 @@ pub struct Metrics {
     pub in_flight: IntGauge,
     overloaded: IntCounterVec,
     tenant_refusals: IntCounterVec,
+    log_lines_dropped: IntCounter,
 }
 
 impl Metrics {
@@ -86,6 +98,11 @@ impl Metrics {
             &["tenant", "reason"],
         )
         .expect("valid metric");
+        let log_lines_dropped = IntCounter::new(
+            "oncerpc_log_lines_dropped_total",
+            "Log lines dropped because the log sink could not keep up (the writer never blocks a request)",
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(idempotency.clone()),
@@ -95,6 +112,7 @@ impl Metrics {
             Box::new(in_flight.clone()),
             Box::new(overloaded.clone()),
             Box::new(tenant_refusals.clone()),
+            Box::new(log_lines_dropped.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -108,6 +126,7 @@ impl Metrics {
             in_flight,
             overloaded,
             tenant_refusals,
+            log_lines_dropped,
         }
     }
 
@@ -156,6 +175,10 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        if let Some(read) = LOG_LINES_DROPPED.get() {
+            let (now, seen) = (read(), self.log_lines_dropped.get());
+            self.log_lines_dropped.inc_by(now.saturating_sub(seen));
+        }
         let mut buf = Vec::new();
         let _ = prometheus::TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()

@@ -45,6 +45,8 @@ pub struct Config {
     #[serde(default)]
     pub upstream: UpstreamConfig,
     #[serde(default)]
+    pub http: HttpSection,
+    #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
     pub methods: Vec<MethodConfig>,
@@ -111,6 +113,48 @@ fn default_ttl() -> u64 {
 }
 fn default_lease() -> u64 {
     60_000
+}
+
+/// `[http]`: browser access.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    /// Origins whose pages may call the gateway from a browser (CORS): exact origins such as
+    /// `"https://app.example.com"`, or `["*"]` for any. Empty (the default): no CORS headers,
+    /// browsers refuse cross-origin calls.
+    #[serde(default)]
+    pub cors_allowed_origins: Vec<String>,
+}
+
+impl HttpSection {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let origins = &self.cors_allowed_origins;
+        if origins.iter().any(|o| o == "*") {
+            if origins.len() > 1 {
+                return Err(invalid(
+                    "http.cors_allowed_origins: \"*\" allows every origin and cannot be combined with others",
+                ));
+            }
+            return Ok(());
+        }
+        for o in origins {
+            let Some((scheme, rest)) = o.split_once("://") else {
+                return Err(invalid(format!(
+                    "http.cors_allowed_origins: {o:?} is not an origin (scheme://host[:port])"
+                )));
+            };
+            let host_ok = !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+            if !matches!(scheme, "http" | "https") || !host_ok {
+                return Err(invalid(format!(
+                    "http.cors_allowed_origins: {o:?} is not an origin: scheme://host[:port], no path or trailing slash"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -368,6 +412,7 @@ impl Config {
     /// Checks that serde cannot express. Run again after CLI overrides.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
+        self.http.validate()?;
         store_scheme(&self.store.url)?;
         if self.store.resume_interval_ms == 0 {
             return Err(invalid("store.resume_interval_ms must be greater than 0"));

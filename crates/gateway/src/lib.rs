@@ -7,6 +7,7 @@
 pub mod config;
 pub mod demo;
 pub mod flow;
+pub mod logging;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -108,6 +109,7 @@ impl App {
                 tenants,
                 flow_steps,
                 body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
+                cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
             },
         )
     }

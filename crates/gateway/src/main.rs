@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// mimalloc instead of glibc malloc: the request path allocates small, short-lived buffers,
 /// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use oncerpc::logging::{self, LogFormat, LogSettings, WorkerGuard};
 use oncerpc::{App, Config, ConfigError, Mode};
 
 #[derive(Parser)]
@@ -77,21 +78,19 @@ struct LogArgs {
     /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set.
     #[arg(long, default_value = "info")]
     log_level: String,
+    /// Log lines queued for stderr at most; past it lines are dropped (and counted in
+    /// `oncerpc_log_lines_dropped_total`) rather than slowing requests.
+    #[arg(long, default_value_t = logging::DEFAULT_BUFFER_LINES)]
+    log_buffer_lines: usize,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-fn init_logging(args: &LogArgs) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&args.log_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormat::Text => builder.with_ansi(false).init(),
-        LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).init(),
+impl LogArgs {
+    fn settings(&self) -> LogSettings {
+        LogSettings {
+            format: self.log_format,
+            level: self.log_level.clone(),
+            buffer_lines: self.log_buffer_lines,
+        }
     }
 }
 
@@ -136,8 +135,8 @@ fn start(
     log: &LogArgs,
     config: Option<&PathBuf>,
     o: Overrides,
-) -> Result<(tokio::runtime::Runtime, App), ExitCode> {
-    init_logging(log);
+) -> Result<(tokio::runtime::Runtime, App, WorkerGuard), ExitCode> {
+    let log = logging::init(&log.settings(), std::io::stderr());
     let mut cfg = load(config).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
@@ -163,12 +162,12 @@ fn start(
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
     })?;
-    Ok((rt, app))
+    Ok((rt, app, log))
 }
 
 fn stdio(args: StdioArgs) -> ExitCode {
     let overrides = Overrides { listen: None, store: args.store, mode: args.mode, worker_threads: Some(2) };
-    let (rt, app) = match start(&args.log, args.config.as_ref(), overrides) {
+    let (rt, app, _log) = match start(&args.log, args.config.as_ref(), overrides) {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -206,7 +205,7 @@ fn stdio(args: StdioArgs) -> ExitCode {
 fn serve(args: ServeArgs) -> ExitCode {
     let overrides =
         Overrides { listen: args.listen, store: args.store, mode: args.mode, worker_threads: None };
-    let (rt, app) = match start(&args.log, args.config.as_ref(), overrides) {
+    let (rt, app, _log) = match start(&args.log, args.config.as_ref(), overrides) {
         Ok(started) => started,
         Err(code) => return code,
     };

@@ -74,3 +74,30 @@ async fn python_jsonrpcclient_drives_the_http_door() {
     assert!(stdout.contains("ONCERPC-PYTHON-OK"), "{stdout}");
     assert_eq!(s.demo.counter("default"), 5, "the server agrees: counted once");
 }
+
+#[tokio::test]
+async fn node_json_rpc_2_0_resolves_every_call_of_an_oversized_batch() {
+    // The npm package json-rpc-2.0, installed by scripts/test.sh into target/node-clients.
+    let modules = std::env::var("ONCERPC_NODE_PATH").map(PathBuf::from).unwrap_or_else(|_| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/node-clients/node_modules")
+    });
+    let node = Command::new("node").arg("--version").output();
+    let ready = node.is_ok_and(|o| o.status.success()) && modules.join("json-rpc-2.0").is_dir();
+    if !available("node with json-rpc-2.0", ready, &format!("node or {} is missing", modules.display())) {
+        return;
+    }
+    let s = TestServer::start().await;
+    let script = clients_dir().join("node_client.cjs");
+    let out = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(s.url("/rpc"))
+        .env("NODE_PATH", &modules)
+        .output()
+        .await
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "node client failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("ONCERPC-NODE-OK"), "{stdout}");
+    assert_eq!(s.demo.counter("default"), 0, "the server agrees: nothing in the oversized batch ran");
+}

@@ -553,15 +553,38 @@ fn increments(n: usize) -> String {
 }
 
 #[tokio::test]
-async fn batch_over_max_size_is_one_error_naming_the_limit_and_nothing_runs() {
+async fn batch_over_max_size_answers_every_readable_id_with_an_error_and_nothing_runs() {
     let mut cfg = test_config();
     cfg.batch.max_size = 3;
     let s = TestServer::start_with(cfg).await;
     let a = s.post(increments(5)).await;
-    assert_error_answer(&a, -32600, &Value::Null);
-    let message = a.json()["error"]["message"].as_str().unwrap().to_owned();
-    assert!(message.contains('3'), "the message names the limit (3): {message:?}");
+    assert_eq!(a.status, 200, "{}", a.body);
+    let v = a.json();
+    let items = v.as_array().unwrap_or_else(|| panic!("an array, one error per id: {v}"));
+    assert_eq!(items.len(), 5, "{v}");
+    for (i, item) in items.iter().enumerate() {
+        assert_error(item, -32600, &json!(i + 1));
+        let message = item["error"]["message"].as_str().unwrap();
+        assert!(message.contains("limit is 3"), "the message names the limit: {message:?}");
+    }
     assert_counter(&s, 0).await;
+
+    // Ids are echoed as sent; notifications and entries without a readable id get no slot.
+    let mixed = r#"[{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":"a\u0062"},
+        {"jsonrpc":"2.0","method":"sum","params":[1,2]},
+        7,
+        {"jsonrpc":"2.0","method":"sum","id":1.0},
+        {"jsonrpc":"2.0","method":"sum","id":null}]"#;
+    let a = s.post(mixed).await;
+    assert!(a.body.contains(r#""id":"a\u0062""#) && a.body.contains(r#""id":1.0"#), "{}", a.body);
+    let v = a.json();
+    let ids: Vec<Value> = v.as_array().unwrap().iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(ids, vec![json!("ab"), json!(1.0), Value::Null], "{v}");
+
+    // With no readable id at all: one error, `id: null`.
+    let a = s.post(r#"[1,2,3,4]"#).await;
+    assert_error_answer(&a, -32600, &Value::Null);
+    assert!(a.json()["error"]["message"].as_str().unwrap().contains("limit is 3"), "{}", a.body);
 
     // Exactly at the limit is accepted and every entry runs.
     let a = s.post(increments(3)).await;

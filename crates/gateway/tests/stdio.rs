@@ -197,3 +197,37 @@ async fn sigterm_finishes_the_request_in_hand_flushes_and_exits_0() {
     assert_eq!(frames, vec![json!({"jsonrpc":"2.0","result":{"slept_ms":1500},"id":"t"})]);
     drop(stdin);
 }
+
+#[test]
+fn lsp_dollar_notifications_are_ignored_without_a_warning() {
+    // LSP: a `$/` notification the server does not implement is ignored; a `$/` request is
+    // answered -32601. Other unknown notifications keep their warning (DESIGN §2).
+    let input = [
+        cl(r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#),
+        cl(r#"{"jsonrpc":"2.0","method":"$/setTrace","params":{"value":"off"}}"#),
+        cl(r#"{"jsonrpc":"2.0","method":"no.such.method","params":[]}"#),
+        cl(r#"{"jsonrpc":"2.0","method":"$/progress","id":2}"#),
+        cl(r#"{"jsonrpc":"2.0","method":"get_data","id":3}"#),
+    ]
+    .concat();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+        .args(["stdio", "--store", "memory://"])
+        .env_remove("RUST_LOG") // the default level, as users run it
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oncerpc stdio");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let frames = parse_cl_frames(&out.stdout);
+    assert_eq!(frames.len(), 2, "only the two requests are answered: {frames:?}");
+    assert_eq!(frames[0]["error"]["code"], -32601);
+    assert_eq!(frames[0]["id"], 2);
+    assert_eq!(frames[1], json!({"jsonrpc":"2.0","result":["hello",5],"id":3}));
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(warnings.len(), 1, "one warning, for the unknown non-LSP notification: {warnings:?}");
+    assert!(warnings[0].contains("no.such.method"), "{}", warnings[0]);
+}

@@ -138,7 +138,7 @@ pub(crate) async fn flow(
         Ok(s) => {
             let mut resp =
                 json_response(StatusCode::OK, json!({ "event_id": s.event_id }).to_string(), Some(&cid));
-            let info = oncerpc_core::IdempotencyInfo { key: s.key, status: s.status };
+            let info = oncerpc_core::IdempotencyInfo { key: s.key, status: s.status, retry_after_ms: None };
             idempotency_headers(&mut resp, Some(&info));
             if s.synthetic_key {
                 // The key was made up for a keyless call: it is not the client's to reuse.

@@ -19,9 +19,12 @@
 //!   are read within `body_timeout` (else `408`) before admission, so waiting for one holds no
 //!   in-flight permit.
 //!
+//! * CORS ([`cors`], `[http] cors_allowed_origins`): off unless origins are configured.
+//!
 //! Every answer of `/rpc` and `/v2/*` carries `X-Correlation-Id`.
 
 pub mod auth;
+mod cors;
 mod flows;
 mod rpc;
 
@@ -70,6 +73,8 @@ pub struct HttpConfig {
     pub flow_steps: HashMap<String, Vec<String>>,
     /// The whole request body must arrive within this, else `408`.
     pub body_timeout: Duration,
+    /// Browser origins allowed by CORS (`"*"`: any); empty: CORS off.
+    pub cors_allowed_origins: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -80,6 +85,7 @@ impl Default for HttpConfig {
             tenants: Tenants::default(),
             flow_steps: HashMap::new(),
             body_timeout: Duration::from_secs(30),
+            cors_allowed_origins: Vec::new(),
         }
     }
 }
@@ -95,6 +101,7 @@ pub(crate) struct AppState {
 
 /// The router with every route of the front door.
 pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
+    let cors = cors::layer(&config.cors_allowed_origins);
     let in_flight = Semaphore::new(config.max_in_flight.max(1));
     let state = Arc::new(AppState {
         dispatcher,
@@ -106,7 +113,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
     // the profile showed the boxed layers' per-request cost.
-    Router::new()
+    let router = Router::new()
         .route("/rpc", post(rpc::rpc))
         .route("/v2/flows", post(flows::missing_flow))
         .route("/v2/flows/", post(flows::missing_flow))
@@ -115,7 +122,11 @@ pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
         .route("/healthz", get(healthz))
         .route("/openrpc.json", get(openrpc))
         .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(state);
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
 }
 
 /// A request admitted under `limits.max_in_flight`; dropping it frees the slot.
@@ -200,11 +211,10 @@ impl AppState {
         let cid = generated_id();
         let (err, retry_after) = match refusal {
             auth::TenantRefusal::RateLimited(wait) => {
-                // Whole seconds, rounded up, at least 1.
-                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                let secs = retry_after_secs(wait);
                 metrics.tenant_refused(tenant, "rate_limited");
-                tracing::info!(tenant, correlation_id = %cid, retry_after = secs.max(1), "tenant over its rate");
-                (RpcError::new(ErrorCode::RateLimited), Some(secs.max(1)))
+                tracing::info!(tenant, correlation_id = %cid, retry_after = secs, "tenant over its rate");
+                (RpcError::new(ErrorCode::RateLimited), Some(secs))
             }
             auth::TenantRefusal::Overloaded => {
                 metrics.tenant_refused(tenant, "overloaded");
@@ -345,10 +355,15 @@ pub(crate) fn request_meta(headers: &HeaderMap, tenant: Arc<str>) -> Result<Requ
 }
 
 /// A JSON answer with its correlation id.
+/// A JSON answer. Every `503` (overloaded, store unavailable, degraded) says when to come
+/// back: `Retry-After: 1` (DESIGN §3); a `429` sets its own.
 pub(crate) fn json_response(status: StatusCode, body: impl Into<Body>, cid: Option<&str>) -> Response {
     let mut resp = (status, body.into()).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     if let Some(v) = cid.and_then(|c| HeaderValue::from_str(c).ok()) {
         h.insert(CORRELATION_HEADER, v);
     }
@@ -364,7 +379,15 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
             h.insert(KEY_HEADER, v);
         }
         h.insert(STATUS_HEADER, HeaderValue::from_static(info.status.as_str()));
+        if let Some(ms) = info.retry_after_ms {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(Duration::from_millis(ms))));
+        }
     }
+}
+
+/// `Retry-After` is whole seconds: rounded up, at least 1.
+pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 async fn healthz(State(st): State<Arc<AppState>>) -> Response {
@@ -469,7 +492,7 @@ impl Drop for ActiveRequest {
 fn refusal() -> Vec<u8> {
     let body = oncerpc_protocol::error_body(&RpcError::new(ErrorCode::Overloaded));
     let mut out = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
         body.len()
     )
     .into_bytes();

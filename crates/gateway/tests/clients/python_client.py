@@ -43,4 +43,17 @@ check("status new then duplicate",
 check("the retry gets the same outcome", isinstance(again, Ok) and again.result == first.result, again)
 total, _ = call("counter.get")
 check("counted once", total.result == {"total": 5}, total)
+
+# A batch one over the default batch.max_size (50): every call gets its own -32600 answer.
+batch = [request("counter.increment", params={"by": 1}) for _ in range(51)]
+resp = requests.post(url, json=batch, timeout=10)
+parsed = parse(resp.json())
+check("an oversized batch is answered per call, not with one error", not isinstance(parsed, (Ok, Error)), parsed)
+answers = list(parsed)
+check("51 answers", len(answers) == 51, len(answers))
+by_id = {a.id: a for a in answers}
+check("every id answered with -32600",
+      all(isinstance(by_id.get(r["id"]), Error) and by_id[r["id"]].code == -32600 for r in batch), answers[:2])
+total, _ = call("counter.get")
+check("nothing in it ran", total.result == {"total": 5}, total)
 print("ONCERPC-PYTHON-OK")
