@@ -25,6 +25,7 @@ mod client;
 mod inprocess;
 mod procs;
 mod report;
+mod stalls;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -82,6 +83,8 @@ pub enum Group {
     Commands,
     /// Sync flow `orders.create` against a local upstream, new and duplicate keys (oncerpc only).
     Flows,
+    /// The single call while `--stalled` slow-loris connections are held open (oncerpc only).
+    Edge,
 }
 
 /// Idempotency stores of the command scenarios.
@@ -135,8 +138,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub dup_keys: u64,
     /// Scenario groups to run (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows, Group::Edge])]
     pub groups: Vec<Group>,
+    /// Stalled connections of the edge scenario: two thirds stall in their headers, one third
+    /// in their bodies; each one the server closes is opened again.
+    #[arg(long, default_value_t = 3000)]
+    pub stalled: u32,
     /// Stores of the command scenarios (comma-separated); Redis and PostgreSQL are skipped, with
     /// the reason in the report, when they cannot be reached.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Store::Memory, Store::Sqlite, Store::Redis, Store::Postgres])]
@@ -175,7 +182,7 @@ impl RunArgs {
     fn is_full(&self) -> bool {
         self.reps >= 3
             && self.duration >= 10
-            && [Group::Shared, Group::Commands, Group::Flows].iter().all(|g| self.has(*g))
+            && [Group::Shared, Group::Commands, Group::Flows, Group::Edge].iter().all(|g| self.has(*g))
     }
 }
 
@@ -183,7 +190,10 @@ impl RunArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Server {
+    /// `oncerpc serve` with the defaults a user gets (`info` logs, the SQLite store).
     Oncerpc,
+    /// The same with `--log-level warn`: the extra, labelled row.
+    OncerpcWarn,
     Jsonrpsee,
     Floor,
 }
@@ -192,6 +202,7 @@ impl Server {
     pub fn name(self) -> &'static str {
         match self {
             Server::Oncerpc => "oncerpc",
+            Server::OncerpcWarn => "oncerpc-warn",
             Server::Jsonrpsee => "jsonrpsee",
             Server::Floor => "floor",
         }
@@ -201,14 +212,19 @@ impl Server {
     /// look, and is sent jsonrpsee's body).
     fn method(self) -> &'static str {
         match self {
-            Server::Oncerpc => "sum",
+            Server::Oncerpc | Server::OncerpcWarn => "sum",
             Server::Jsonrpsee | Server::Floor => "add",
         }
     }
 
+    /// An oncerpc process: its counters can be read and cross-checked.
+    fn is_oncerpc(self) -> bool {
+        matches!(self, Server::Oncerpc | Server::OncerpcWarn)
+    }
+
     fn path(self) -> &'static str {
         match self {
-            Server::Oncerpc => "/rpc",
+            Server::Oncerpc | Server::OncerpcWarn => "/rpc",
             Server::Jsonrpsee | Server::Floor => "/",
         }
     }
@@ -217,16 +233,28 @@ impl Server {
 /// What one run sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
-    Single { conns: u32 },
-    Batch { conns: u32 },
-    Command { store: Store, dup: bool },
-    Flow { dup: bool },
+    /// `stalled`: slow-loris connections held open during the run (oncerpc only).
+    Single {
+        conns: u32,
+        stalled: u32,
+    },
+    Batch {
+        conns: u32,
+    },
+    Command {
+        store: Store,
+        dup: bool,
+    },
+    Flow {
+        dup: bool,
+    },
 }
 
 impl Scenario {
     pub fn id(&self) -> String {
         match self {
-            Scenario::Single { conns } => format!("single-c{conns}"),
+            Scenario::Single { conns, stalled: 0 } => format!("single-c{conns}"),
+            Scenario::Single { conns, stalled } => format!("single-c{conns}-stalled{stalled}"),
             Scenario::Batch { conns } => format!("batch50-c{conns}"),
             Scenario::Command { store, dup } => {
                 format!("cmd-{}-{}", if *dup { "dup" } else { "new" }, store.name())
@@ -238,7 +266,12 @@ impl Scenario {
     pub fn title(&self) -> String {
         let plural = |n: u32| if n == 1 { "connection" } else { "connections" };
         match self {
-            Scenario::Single { conns } => format!("single call [1,2], {conns} {}", plural(*conns)),
+            Scenario::Single { conns, stalled: 0 } => {
+                format!("single call [1,2], {conns} {}", plural(*conns))
+            }
+            Scenario::Single { conns, stalled } => {
+                format!("single call [1,2], {conns} {}, {stalled} stalled connections open", plural(*conns))
+            }
             Scenario::Batch { conns } => format!("batch of 50 calls, {conns} {}", plural(*conns)),
             Scenario::Command { store, dup: false } => {
                 format!("`counter.increment`, new key per request, {}", store.title())
@@ -261,7 +294,7 @@ impl Scenario {
 
     pub fn conns(&self, args: &RunArgs) -> u32 {
         match self {
-            Scenario::Single { conns } | Scenario::Batch { conns } => *conns,
+            Scenario::Single { conns, .. } | Scenario::Batch { conns } => *conns,
             _ => args.connections,
         }
     }
@@ -389,7 +422,8 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
     let started = Instant::now();
     let root = workspace_root();
     let target = target_dir(&root);
-    let out_dir = args.out_dir.clone().unwrap_or_else(|| target.join("bench"));
+    // Absolute: the servers run in directories of their own.
+    let out_dir = std::path::absolute(args.out_dir.clone().unwrap_or_else(|| target.join("bench")))?;
     for d in ["logs", "lua", "wrk"] {
         std::fs::create_dir_all(out_dir.join(d))?;
     }
@@ -463,6 +497,9 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
     for p in &mut bench.procs {
         p.stop();
     }
+    if let Some(note) = log_volume(&bench.log_path("oncerpc")) {
+        bench.notes.push(note);
+    }
     bench.cleanup();
     result?;
 
@@ -519,6 +556,30 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
 }
 
 /// `git describe`-like: the commit and whether the work tree has changes (and where).
+/// What the default-config server's access log cost in volume: its lines and bytes per line.
+fn log_volume(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let (mut lines, mut bytes, mut batch_lines, mut batch_bytes) = (0u64, 0u64, 0u64, 0u64);
+    for l in text.lines() {
+        if l.contains(": request ") {
+            lines += 1;
+            bytes += l.len() as u64 + 1;
+        } else if l.contains(": batch ") {
+            batch_lines += 1;
+            batch_bytes += l.len() as u64 + 1;
+        }
+    }
+    (lines > 0).then(|| {
+        format!(
+            "log volume with the defaults (`oncerpc`, `info`, text): {lines} request lines of {:.0} bytes on \
+             average, {batch_lines} batch lines of {:.0} bytes (one per batch of 50 calls); {:.1} MB in all",
+            bytes as f64 / lines as f64,
+            batch_bytes as f64 / batch_lines.max(1) as f64,
+            text.len() as f64 / 1e6
+        )
+    })
+}
+
 fn git_describe(root: &Path) -> String {
     let rev = procs::first_line("git", &["rev-parse", "--short", "HEAD"], root).unwrap_or_else(|| "?".into());
     let out = Command::new("git").args(["status", "--porcelain"]).current_dir(root).output();
@@ -561,12 +622,15 @@ fn lock_version(root: &Path, package: &str) -> Option<String> {
 fn scenarios(args: &RunArgs, stores: &[(Store, usize)], flows: bool) -> Vec<Scenario> {
     let mut out = Vec::new();
     if args.has(Group::Shared) {
-        out.push(Scenario::Single { conns: 1 });
-        out.push(Scenario::Single { conns: args.connections });
+        out.push(Scenario::Single { conns: 1, stalled: 0 });
+        out.push(Scenario::Single { conns: args.connections, stalled: 0 });
         out.push(Scenario::Batch { conns: args.connections });
-    } else if !stores.is_empty() || flows {
-        // The query baseline the commands are compared with (oncerpc only).
-        out.push(Scenario::Single { conns: args.connections });
+    } else if !stores.is_empty() || flows || args.has(Group::Edge) {
+        // The query baseline the commands and the edge row are compared with (oncerpc only).
+        out.push(Scenario::Single { conns: args.connections, stalled: 0 });
+    }
+    if args.has(Group::Edge) && args.stalled > 0 {
+        out.push(Scenario::Single { conns: args.connections, stalled: args.stalled });
     }
     for (store, _) in stores {
         out.push(Scenario::Command { store: *store, dup: false });
@@ -594,12 +658,16 @@ impl Bench<'_> {
         extra: &[String],
     ) -> Result<usize, String> {
         let addr = procs::free_addr().map_err(|e| e.to_string())?;
-        let mut args: Vec<String> = ["serve", "--listen", &addr.to_string(), "--log-level", "warn"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        // The defaults a user gets: nothing but the address and `extra`, run in a fresh
+        // directory of its own (the default store is `sqlite://oncerpc.db` there).
+        let mut args: Vec<String> = vec!["serve".into(), "--listen".into(), addr.to_string()];
         args.extend(extra.iter().cloned());
-        let mut p = Proc::spawn(name, serves, addr, &bin.join("oncerpc"), &args, self.log_path(name))
+        let cwd = tempfile::Builder::new()
+            .prefix(&format!("run-{name}-"))
+            .tempdir_in(&self.out_dir)
+            .map_err(|e| e.to_string())?
+            .keep();
+        let mut p = Proc::spawn(name, serves, addr, &bin.join("oncerpc"), &args, self.log_path(name), &cwd)
             .map_err(|e| e.to_string())?;
         let client = &self.client;
         p.wait_ready(Duration::from_secs(30), |a| {
@@ -613,8 +681,9 @@ impl Bench<'_> {
     fn start_plain(&mut self, bin: &Path, program: &str, name: &str, serves: &str) -> Result<usize, String> {
         let addr = procs::free_addr().map_err(|e| e.to_string())?;
         let args = vec!["--listen".to_owned(), addr.to_string()];
-        let mut p = Proc::spawn(name, serves, addr, &bin.join(program), &args, self.log_path(name))
-            .map_err(|e| e.to_string())?;
+        let mut p =
+            Proc::spawn(name, serves, addr, &bin.join(program), &args, self.log_path(name), &self.out_dir)
+                .map_err(|e| e.to_string())?;
         p.wait_ready(Duration::from_secs(30), |_| true)?;
         eprintln!("   {name}: pid {} on {addr}", p.pid());
         self.procs.push(p);
@@ -625,12 +694,22 @@ impl Bench<'_> {
         let args = self.args;
         eprintln!("== starting the servers (run {})", self.nonce);
         let mem = vec!["--store".to_owned(), args.memory_url.clone()];
-        let needs_query = args.has(Group::Shared) || args.has(Group::Commands) || args.has(Group::Flows);
+        let needs_query =
+            [Group::Shared, Group::Commands, Group::Flows, Group::Edge].iter().any(|g| args.has(*g));
         if needs_query {
-            let i = self.start_oncerpc(bin, "oncerpc", "shared scenarios (queries; memory store)", &mem)?;
+            let i =
+                self.start_oncerpc(bin, "oncerpc", "shared scenarios and the edge row (the defaults)", &[])?;
             self.shared.push((Server::Oncerpc, i));
         }
         if args.has(Group::Shared) {
+            let warn = ["--log-level".to_owned(), "warn".to_owned()];
+            let i = self.start_oncerpc(
+                bin,
+                "oncerpc-warn",
+                "shared scenarios (defaults + --log-level warn)",
+                &warn,
+            )?;
+            self.shared.push((Server::OncerpcWarn, i));
             let i = self.start_plain(bin, "bench-jsonrpsee", "jsonrpsee", "shared scenarios")?;
             self.shared.push((Server::Jsonrpsee, i));
             let i = self.start_plain(bin, "bench-floor", "floor", "shared scenarios")?;
@@ -810,10 +889,12 @@ impl Bench<'_> {
     fn targets(&self, sc: &Scenario) -> Vec<Target> {
         match sc {
             Scenario::Single { .. } | Scenario::Batch { .. } => {
-                let shared = self.args.has(Group::Shared);
+                // Every server in the shared group; oncerpc alone for the baseline and the edge row.
+                let all =
+                    self.args.has(Group::Shared) && !matches!(sc, Scenario::Single { stalled: 1.., .. });
                 self.shared
                     .iter()
-                    .filter(|(s, _)| shared || *s == Server::Oncerpc)
+                    .filter(|(s, _)| all || *s == Server::Oncerpc)
                     .map(|(s, i)| Target { label: s.name().into(), server: *s, proc_idx: *i, upstream: None })
                     .collect()
             }
@@ -918,6 +999,21 @@ impl Bench<'_> {
         rec.check_requests = n;
         rec.check_failures = failures;
 
+        // The edge row: slow-loris connections held open through the warm-up and the run.
+        let stalls = match sc {
+            Scenario::Single { stalled: n @ 1.., .. } => {
+                let (n, headers) = (n as usize, n as usize * 2 / 3);
+                match stalls::Stalls::start(self.procs[t.proc_idx].addr, headers, n - headers) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        rec.wrk_error = Some(format!("cannot open the stalled connections: {e}"));
+                        return rec;
+                    }
+                }
+            }
+            _ => None,
+        };
+
         // 2. Warm-up (unmeasured; its errors are noted).
         if args.warmup > 0 {
             let prefix = self.key_prefix(rep, &sc, true);
@@ -938,7 +1034,7 @@ impl Bench<'_> {
         //    are read once they stand still: requests the warm-up's wrk left in flight (counted
         //    `client_closed` when oncerpc notices the closed connection) land before them.
         let before =
-            if t.server == Server::Oncerpc { self.settled_snapshot(&sc, t) } else { self.snapshot(&sc, t) };
+            if t.server.is_oncerpc() { self.settled_snapshot(&sc, t) } else { self.snapshot(&sc, t) };
         let cpu0 = self.cpu(t);
         let seen0 = self.watch.count();
         let t0 = Instant::now();
@@ -946,6 +1042,14 @@ impl Bench<'_> {
         let outcome = run_wrk(threads, conns, args.duration, &script_path, &url, &prefix);
         let wall = t0.elapsed().as_secs_f64();
         let cpu1 = self.cpu(t);
+        if let Some(stalls) = stalls {
+            let reopened = stalls.stop();
+            self.notes.push(format!(
+                "rep {rep} {}: the server ended {reopened} stalled connections during the warm-up and the run \
+                 (header and body timeouts); each was opened again at once",
+                sc.id()
+            ));
+        }
         rec.compilers_seen = self.watch.count() > seen0;
         let ticks = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / self.clk / wall,
@@ -970,7 +1074,7 @@ impl Bench<'_> {
         }
 
         // 4. Did oncerpc count what wrk counted?
-        if t.server == Server::Oncerpc {
+        if t.server.is_oncerpc() {
             let after = self.settled_snapshot(&sc, t);
             match (before, after) {
                 (Ok(b), Ok(a)) => {
@@ -1079,7 +1183,7 @@ impl Bench<'_> {
 
     /// oncerpc's metrics, and the demo counter or the upstream's calls.
     fn snapshot(&self, sc: &Scenario, t: &Target) -> Result<Snap, String> {
-        if t.server != Server::Oncerpc {
+        if !t.server.is_oncerpc() {
             return Ok(Snap::default());
         }
         let addr = self.procs[t.proc_idx].addr;
@@ -1143,7 +1247,8 @@ impl Bench<'_> {
     fn cleanup(&mut self) {
         if let Ok(dir) = std::fs::read_dir(&self.out_dir) {
             for e in dir.flatten() {
-                if e.file_name().to_string_lossy().starts_with("sqlite-") {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("sqlite-") || name.starts_with("run-") {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
             }
@@ -1442,6 +1547,7 @@ mod tests {
                 "single-c1",
                 "single-c64",
                 "batch50-c64",
+                "single-c64-stalled3000",
                 "cmd-new-memory",
                 "cmd-dup-memory",
                 "cmd-new-sqlite",
@@ -1455,7 +1561,11 @@ mod tests {
         let only =
             Cli::try_parse_from(["oncerpc-bench", "--groups", "commands", "--stores", "sqlite"]).unwrap();
         let list = scenarios(&only.run, &[(Store::Sqlite, 1)], false);
-        assert_eq!(list[0], Scenario::Single { conns: 64 }, "the query baseline is always measured");
+        assert_eq!(
+            list[0],
+            Scenario::Single { conns: 64, stalled: 0 },
+            "the query baseline is always measured"
+        );
         assert!(Cli::try_parse_from(["oncerpc-bench", "inprocess", "--duration", "1"]).is_ok());
     }
 

@@ -33,11 +33,13 @@ impl Proc {
         program: &Path,
         args: &[String],
         log: PathBuf,
+        cwd: &Path,
     ) -> Result<Proc, BoxError> {
         let out = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone()?;
         let child = Command::new(program)
             .args(args)
+            .current_dir(cwd)
             // `RUST_LOG` would override `--log-level`.
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

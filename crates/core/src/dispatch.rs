@@ -277,22 +277,16 @@ impl Dispatcher {
         meta: &RequestMeta,
     ) -> (Outcome, Option<IdempotencyInfo>, Arc<str>) {
         let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
-        let span = tracing::info_span!(
-            "call",
-            correlation_id = %cid,
-            method = %crate::LogSafe(method),
-            kind = tracing::field::Empty,
-            tenant = %meta.tenant,
-            idempotency_status = tracing::field::Empty,
-        );
+        // The request's context for every line logged while it runs; its own details are on
+        // its one access line (`observe`).
+        let span = tracing::info_span!("call", correlation_id = %cid);
         let started = Instant::now();
         let run = async {
             let Some(m) = self.registry.get(method) else {
                 let outcome = Outcome::Error(RpcError::method_not_found());
-                self.observe(None, &outcome, None, started.elapsed(), None);
+                self.observe(method, &cid, None, meta, &outcome, None, started.elapsed(), None);
                 return (outcome, None);
             };
-            tracing::Span::current().record("kind", m.spec.kind.as_str());
             self.execute_observed(m, params, cid.clone(), meta, None, started).await
         };
         let (outcome, info) = run.instrument(span).await;
@@ -460,21 +454,18 @@ impl Dispatcher {
             }
             Entry::Valid(req) => req,
         };
-        // A single request's span is its access-log line's context; a batch entry's is at
-        // `debug` (the batch logs one line), so at `info` it costs nothing.
-        macro_rules! entry_span {
-            ($span:ident) => {
-                tracing::$span!(
-                    "rpc",
-                    correlation_id = %cid,
-                    method = %crate::LogSafe(&req.method),
-                    kind = tracing::field::Empty,
-                    tenant = %meta.tenant,
-                    idempotency_status = tracing::field::Empty,
-                )
-            };
-        }
-        let span = if local.is_some() { entry_span!(debug_span) } else { entry_span!(info_span) };
+        // A command's span carries its correlation id to every line logged while it runs
+        // (store, lease, upstream lines, in its spawned tasks too). A query needs none: the
+        // lines it can cause (its access line, a panic, a failed upstream step) carry the id
+        // themselves, and a span per query cost ~10 % of a query's throughput. A batch entry's
+        // span is at `debug`, like its access line (the batch logs one line).
+        let span = if local.is_some() {
+            tracing::debug_span!("rpc", correlation_id = %cid, method = %crate::LogSafe(&req.method))
+        } else if self.registry.spec(&req.method).is_some_and(|m| m.kind == Kind::Command) {
+            tracing::info_span!("rpc", correlation_id = %cid)
+        } else {
+            tracing::debug_span!("rpc", correlation_id = %cid)
+        };
         self.run_request(req, cid, meta, local, started).instrument(span).await
     }
 
@@ -500,17 +491,17 @@ impl Dispatcher {
                 // LSP's `$/` notifications (`$/cancelRequest`, `$/setTrace`, …) may be ignored
                 // by a server that does not implement them, without a warning.
                 if req.method.starts_with("$/") {
-                    tracing::debug!("protocol notification ignored");
+                    tracing::debug!(correlation_id = %cid, "protocol notification ignored");
                 } else {
-                    tracing::warn!("notification to unknown method dropped");
+                    let method = crate::LogSafe(&req.method);
+                    tracing::warn!(correlation_id = %cid, %method, "notification to unknown method dropped");
                 }
                 return None;
             }
             let outcome = Outcome::Error(RpcError::method_not_found());
-            self.observe(None, &outcome, None, started.elapsed(), local);
+            self.observe(&req.method, &cid, None, meta, &outcome, None, started.elapsed(), local);
             return Some(Answer::plain(req.id, outcome));
         };
-        tracing::Span::current().record("kind", method.spec.kind.as_str());
 
         if req.is_notification() {
             // Fail fast (DESIGN §2.2, §2.3): a notification the method does not accept is
@@ -523,16 +514,19 @@ impl Dispatcher {
                 None
             };
             if let Some(msg) = refusal {
-                tracing::info!(outcome = "error", code = -32600, "{msg}");
+                tracing::info!(correlation_id = %cid, outcome = "error", code = -32600, "{msg}");
                 let err = RpcError::with_message(ErrorCode::InvalidRequest, msg);
                 return Some(Answer::plain(None, Outcome::Error(err)));
             }
-            let (outcome, _) = self.execute(method, req.params, cid, meta, None, started).await;
+            let (outcome, _) = self.execute(method, req.params, cid.clone(), meta, None, started).await;
             match &outcome {
-                Outcome::Error(e) => tracing::error!(error = %e, "notification failed"),
+                Outcome::Error(e) => {
+                    tracing::error!(correlation_id = %cid, error = %e, "notification failed")
+                }
                 Outcome::Result(_) => {
                     let duration_us = started.elapsed().as_micros() as u64;
-                    access_line!(local, duration_us, outcome = "ok", "notification");
+                    let method = crate::LogSafe(&req.method);
+                    access_line!(local, correlation_id = %cid, %method, duration_us, outcome = "ok", "notification");
                 }
             }
             return None;
@@ -557,17 +551,25 @@ impl Dispatcher {
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
-        let mut unanswered = Unanswered { metrics: &self.metrics, method, started, armed: true };
-        let (outcome, idempotency) = self.execute(method, params, cid, meta, local, started).await;
+        let mut unanswered =
+            Unanswered { metrics: &self.metrics, method, cid: cid.clone(), started, armed: true };
+        let (outcome, idempotency) = self.execute(method, params, cid.clone(), meta, local, started).await;
         unanswered.armed = false;
-        self.observe(Some(method), &outcome, idempotency.as_ref(), started.elapsed(), local);
+        let elapsed = started.elapsed();
+        self.observe(&method.name, &cid, Some(method), meta, &outcome, idempotency.as_ref(), elapsed, local);
         (outcome, idempotency)
     }
 
-    /// The one log line and the metrics of an answered request (DESIGN §7).
+    /// The one access-log line and the metrics of an answered request (DESIGN §7).
+    /// `requested`: the method name as sent (logged escaped and cut); `method`: the
+    /// registered method, when there is one.
+    #[allow(clippy::too_many_arguments)]
     fn observe(
         &self,
+        requested: &str,
+        cid: &str,
         method: Option<&Arc<Method>>,
+        meta: &RequestMeta,
         outcome: &Outcome,
         idempotency: Option<&IdempotencyInfo>,
         elapsed: Duration,
@@ -575,34 +577,42 @@ impl Dispatcher {
     ) {
         let duration_us = elapsed.as_micros() as u64;
         let (name, kind) = method.map_or(("unknown", "unknown"), |m| (&*m.name, m.spec.kind.as_str()));
+        let code = match outcome {
+            Outcome::Result(_) => None,
+            Outcome::Error(e) => Some(e.code.code()),
+        };
+        // The correlation id is the span's when the request has one; a query has none
+        // (see `run_entry`), so its line carries the id itself.
+        let correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid));
+        access_line!(
+            batch,
+            correlation_id,
+            method = %crate::LogSafe(requested),
+            kind = %kind,
+            tenant = %meta.tenant,
+            idempotency_status = idempotency.map(|i| tracing::field::display(i.status.as_str())),
+            duration_us,
+            outcome = %if code.is_none() { "ok" } else { "error" },
+            code,
+            "request"
+        );
         let handles = method.and_then(|m| m.metrics.get());
         if let Some(info) = idempotency {
-            tracing::Span::current().record("idempotency_status", info.status.as_str());
             match handles {
                 Some(h) => h.statuses[info.status as usize].inc(),
                 None => self.metrics.idempotency(name, info.status.as_str()),
             }
         }
-        match (outcome, handles) {
-            (Outcome::Result(_), Some(h)) => {
-                access_line!(batch, duration_us, outcome = "ok", "request");
-                match (batch, method) {
-                    (Some(batch), Some(m)) => batch.ok(m, h, elapsed),
-                    _ => {
-                        h.ok.inc();
-                        h.latency.observe(elapsed.as_secs_f64());
-                    }
+        match (code, handles) {
+            (None, Some(h)) => match (batch, method) {
+                (Some(batch), Some(m)) => batch.ok(m, h, elapsed),
+                _ => {
+                    h.ok.inc();
+                    h.latency.observe(elapsed.as_secs_f64());
                 }
-            }
-            (Outcome::Result(_), None) => {
-                access_line!(batch, duration_us, outcome = "ok", "request");
-                self.metrics.request(name, kind, "ok", elapsed);
-            }
-            (Outcome::Error(e), _) => {
-                let code = e.code.code();
-                access_line!(batch, duration_us, outcome = "error", code, "request");
-                self.metrics.request(name, kind, &code.to_string(), elapsed);
-            }
+            },
+            (None, None) => self.metrics.request(name, kind, "ok", elapsed),
+            (Some(code), _) => self.metrics.request(name, kind, &code.to_string(), elapsed),
         }
     }
 
@@ -833,6 +843,7 @@ fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
 struct Unanswered<'a> {
     metrics: &'a Metrics,
     method: &'a Method,
+    cid: Arc<str>,
     started: Instant,
     armed: bool,
 }
@@ -841,7 +852,13 @@ impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
             let elapsed = self.started.elapsed();
-            tracing::info!(duration_us = elapsed.as_micros() as u64, outcome = CLIENT_CLOSED, "request");
+            tracing::info!(
+                correlation_id = %self.cid,
+                method = %crate::LogSafe(&self.method.name),
+                duration_us = elapsed.as_micros() as u64,
+                outcome = CLIENT_CLOSED,
+                "request"
+            );
             self.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
         }
     }
@@ -877,6 +894,7 @@ pub(crate) async fn run_handler(
     params: Option<&RawValue>,
     started: Instant,
 ) -> Outcome {
+    let cid = ctx.correlation_id.clone();
     let call = std::panic::AssertUnwindSafe(method.handler.call(ctx, params)).catch_unwind();
     let deadline = tokio::time::Instant::from_std(started + method.spec.timeout);
     match tokio::time::timeout_at(deadline, call).await {
@@ -888,7 +906,7 @@ pub(crate) async fn run_handler(
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            tracing::error!(panic = %what, "handler panicked");
+            tracing::error!(correlation_id = %cid, panic = %what, "handler panicked");
             Outcome::Error(RpcError::internal("the handler panicked"))
         }
         Err(_) => Outcome::Error(

@@ -108,33 +108,43 @@ impl Flow {
         if let Some(key) = &ctx.idempotency_key {
             req = req.header("x-idempotency-key", upstream_key(&ctx.tenant, &self.name, key, &step.name));
         }
-        let mut resp =
-            req.send().await.map_err(|e| self.fail(step, None, Failure::Unreachable(error_chain(&e))))?;
+        let mut resp = req
+            .send()
+            .await
+            .map_err(|e| self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e))))?;
         let status = resp.status();
         if !status.is_success() {
             // Only the start of an error body is ever read: it is quoted, never used.
             let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
-            return Err(self.fail(step, Some(status), Failure::Status(body)));
+            return Err(self.fail(ctx, step, Some(status), Failure::Status(body)));
         }
         let max = self.policy.max_response_bytes;
         let body = read_capped(&mut resp, max).await.map_err(|e| match e {
-            ReadError::TooLarge => self.fail(step, Some(status), Failure::TooLarge(max)),
-            ReadError::Io(e) => self.fail(step, Some(status), Failure::Read(error_chain(&e))),
+            ReadError::TooLarge => self.fail(ctx, step, Some(status), Failure::TooLarge(max)),
+            ReadError::Io(e) => self.fail(ctx, step, Some(status), Failure::Read(error_chain(&e))),
         })?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok("null".to_owned());
         }
         match serde_json::from_slice::<&RawValue>(&body) {
             Ok(raw) => Ok(raw.get().to_owned()),
-            Err(e) => {
-                Err(self.fail(step, Some(status), Failure::NotJson(format!("the answer is not JSON: {e}"))))
-            }
+            Err(e) => Err(self.fail(
+                ctx,
+                step,
+                Some(status),
+                Failure::NotJson(format!("the answer is not JSON: {e}")),
+            )),
         }
     }
 
-    /// Log a failed step with every detail (under the request's span, so with its correlation
-    /// id) and build its `-32006`: `{step, status}` in production, plus the detail in dev.
-    fn fail(&self, step: &StepConfig, status: Option<reqwest::StatusCode>, failure: Failure) -> RpcError {
+    /// Log a failed step with every detail and its correlation id, and build its `-32006`: `{step, status}` in production, plus the detail in dev.
+    fn fail(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        status: Option<reqwest::StatusCode>,
+        failure: Failure,
+    ) -> RpcError {
         let status = status.map(|s| s.as_u16());
         let (member, detail) = match failure {
             Failure::Unreachable(e) => ("error", e),
@@ -144,6 +154,7 @@ impl Flow {
             Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes")),
         };
         tracing::warn!(
+            correlation_id = %ctx.correlation_id,
             step = %step.name,
             status,
             url = %step.url,

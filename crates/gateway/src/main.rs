@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 /// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use oncerpc::logging::{self, LogFormat, LogSettings, WorkerGuard};
+use oncerpc::logging::{self, LogFormat, LogGuard, LogSettings};
 use oncerpc::{App, Config, ConfigError, Mode};
 
 #[derive(Parser)]
@@ -135,7 +135,7 @@ fn start(
     log: &LogArgs,
     config: Option<&PathBuf>,
     o: Overrides,
-) -> Result<(tokio::runtime::Runtime, App, WorkerGuard), ExitCode> {
+) -> Result<(tokio::runtime::Runtime, App, LogGuard), ExitCode> {
     let log = logging::init(&log.settings(), std::io::stderr());
     let mut cfg = load(config).map_err(|e| {
         eprintln!("oncerpc: {e}");
@@ -209,6 +209,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(started) => started,
         Err(code) => return code,
     };
+    raise_open_file_limit(app.config.limits.max_connections);
     rt.block_on(async move {
         let listener = match app.bind().await {
             Ok(l) => l,
@@ -235,6 +236,21 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// Each connection is a file descriptor, and the usual soft limit (1,024) is far below the
+/// default `limits.max_connections` (10,000): raise it to the hard limit, as Go's runtime and
+/// nginx's `worker_rlimit_nofile` do, and say so when even that is too low.
+fn raise_open_file_limit(max_connections: usize) {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) if limit < max_connections as u64 + 64 => tracing::warn!(
+            open_files = limit,
+            max_connections,
+            "the open-file limit is below limits.max_connections: connections past it cannot be accepted"
+        ),
+        Ok(limit) => tracing::debug!(open_files = limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "could not read or raise the open-file limit"),
+    }
 }
 
 fn print_summary(cfg: &Config) {
