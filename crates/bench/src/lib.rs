@@ -161,7 +161,7 @@ pub mod wrk {
     use serde::Serialize;
 
     /// What one wrk run reports.
-    #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
     pub struct WrkStats {
         /// Completed requests (any status).
         pub requests: u64,

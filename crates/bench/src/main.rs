@@ -38,7 +38,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use hyper::Method;
 use oncerpc_bench::wrk::WrkStats;
 use oncerpc_bench::{bodies, lua, prom, wrk};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::client::{Client, Resp};
 use crate::procs::Proc;
@@ -71,10 +71,16 @@ enum Mode {
     /// The earlier single-process benchmark: oncerpc servers (memory, SQLite) in this process,
     /// a hyper client load generator, HDR histograms. For quick profiling; no wrk, no rivals.
     Inprocess(inprocess::Args),
+    /// Write latest.md and the charts again from a run's latest.json, running nothing (after a
+    /// change to the report's layout).
+    Redraw {
+        /// The latest.json of the run.
+        json: PathBuf,
+    },
 }
 
 /// Which scenarios run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Group {
     /// Single call at 1 and N connections, batch of 50: oncerpc, jsonrpsee, floor.
@@ -88,7 +94,7 @@ pub enum Group {
 }
 
 /// Idempotency stores of the command scenarios.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Store {
     Memory,
@@ -117,7 +123,7 @@ impl Store {
     }
 }
 
-#[derive(clap::Args, Clone, Debug, Serialize)]
+#[derive(clap::Args, Clone, Debug, Serialize, Deserialize)]
 pub struct RunArgs {
     /// Measured seconds per (server, scenario, repetition).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
@@ -187,7 +193,7 @@ impl RunArgs {
 }
 
 /// A server the shared scenarios are sent to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Server {
     /// `oncerpc serve` with the defaults a user gets (`info` logs, the SQLite store).
@@ -301,7 +307,7 @@ impl Scenario {
 }
 
 /// A body sent before the measured run that did not get the right answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckFailure {
     pub request: String,
     pub status: Option<u16>,
@@ -311,7 +317,7 @@ pub struct CheckFailure {
 }
 
 /// One measured wrk run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     pub rep: u32,
     pub scenario: String,
@@ -391,6 +397,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.mode {
         Some(Mode::Inprocess(a)) => inprocess::run(&a),
+        Some(Mode::Redraw { json }) => redraw(&json),
         None => run(&cli.run),
     };
     match result {
@@ -529,9 +536,18 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
         wall_time_s: wall,
     };
     let rep = report::build(meta, &bench.runs, processes, bench.skipped.clone(), bench.notes.clone());
-    let md = report::markdown(&rep);
+    write_report(&rep, &out_dir, &root)?;
+    eprintln!("wall time {:.0} s", wall);
+    Ok(rep.clean)
+}
+
+/// latest.md, latest.json and the charts of a report: `latest.png` in `out_dir`, and the
+/// `--chart` path or, for a full run, docs/benchmarks.png.
+fn write_report(rep: &report::Report, out_dir: &Path, root: &Path) -> Result<(), BoxError> {
+    let args = &rep.meta.settings;
+    let md = report::markdown(rep);
     std::fs::write(out_dir.join("latest.md"), &md)?;
-    std::fs::write(out_dir.join("latest.json"), serde_json::to_string_pretty(&rep)?)?;
+    std::fs::write(out_dir.join("latest.json"), serde_json::to_string_pretty(rep)?)?;
     let mut charts = vec![out_dir.join("latest.png")];
     match &args.chart {
         Some(p) => charts.push(p.clone()),
@@ -540,7 +556,7 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
     }
     let font = report::load_font(args.font.as_deref());
     for c in &charts {
-        if let Err(e) = report::chart(&rep, c, font) {
+        if let Err(e) = report::chart(rep, c, font) {
             eprintln!("warning: chart {}: {e}", c.display());
         }
     }
@@ -551,11 +567,18 @@ fn run(args: &RunArgs) -> Result<bool, BoxError> {
         out_dir.join("latest.json").display(),
         charts.iter().map(|c| c.display().to_string()).collect::<Vec<_>>().join(", ")
     );
-    eprintln!("wall time {:.0} s", wall);
+    Ok(())
+}
+
+/// `oncerpc-bench redraw FILE`: the report of a finished run, written again.
+fn redraw(json: &Path) -> Result<bool, BoxError> {
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let rep: report::Report = serde_json::from_str(&text)?;
+    let out_dir = json.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    write_report(&rep, &out_dir, &workspace_root())?;
     Ok(rep.clean)
 }
 
-/// `git describe`-like: the commit and whether the work tree has changes (and where).
 /// What the default-config server's access log cost in volume: its lines and bytes per line.
 fn log_volume(log: &Path) -> Option<String> {
     let text = std::fs::read_to_string(log).ok()?;
@@ -580,6 +603,7 @@ fn log_volume(log: &Path) -> Option<String> {
     })
 }
 
+/// `git describe`-like: the commit and whether the work tree has changes (and where).
 fn git_describe(root: &Path) -> String {
     let rev = procs::first_line("git", &["rev-parse", "--short", "HEAD"], root).unwrap_or_else(|| "?".into());
     let out = Command::new("git").args(["status", "--porcelain"]).current_dir(root).output();

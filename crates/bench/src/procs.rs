@@ -248,7 +248,7 @@ pub fn running_compilers() -> Vec<String> {
 }
 
 /// The machine, for the report.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
     pub cpus: usize,
     pub cpu_model: String,

@@ -5,12 +5,12 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use oncerpc_bench::median;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::procs::Machine;
 use crate::{RunArgs, RunRecord};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Meta {
     pub generated: String,
     pub command: String,
@@ -26,7 +26,7 @@ pub struct Meta {
     pub wall_time_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcInfo {
     pub name: String,
     pub serves: String,
@@ -36,7 +36,7 @@ pub struct ProcInfo {
 }
 
 /// One (scenario, server): medians over the repetitions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     pub scenario: String,
     pub title: String,
@@ -70,7 +70,7 @@ impl Row {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Ratio {
     pub scenario: String,
     pub title: String,
@@ -78,7 +78,7 @@ pub struct Ratio {
     pub oncerpc_per_floor: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Report {
     pub meta: Meta,
     pub rows: Vec<Row>,
@@ -541,11 +541,12 @@ pub fn chart(rep: &Report, path: &Path, text: bool) -> Result<(), String> {
     for r in rep.rows.iter().filter(|r| r.shared && r.server == "oncerpc") {
         shared.push(Group {
             label: r.title.clone(),
-            bars: vec![
-                (rps(&r.scenario, "oncerpc"), ONCERPC),
-                (rps(&r.scenario, "jsonrpsee"), JSONRPSEE),
-                (rps(&r.scenario, "floor"), FLOOR),
-            ],
+            // Only the servers that ran it (the edge row is oncerpc's alone).
+            bars: [("oncerpc", ONCERPC), ("jsonrpsee", JSONRPSEE), ("floor", FLOOR)]
+                .into_iter()
+                .map(|(server, color)| (rps(&r.scenario, server), color))
+                .filter(|(v, _)| *v > 0.0)
+                .collect(),
         });
     }
     let mut own: Vec<Group> = Vec::new();
