@@ -50,6 +50,9 @@ pub struct Config {
     pub tenants: Vec<Tenant>,
     #[serde(default)]
     pub methods: Vec<MethodConfig>,
+    /// Keys whose value came from `"${NAME}"` (key → NAME), for `check-config`.
+    #[serde(skip)]
+    pub env_refs: crate::secrets::EnvRefs,
 }
 
 impl Default for Config {
@@ -349,12 +352,40 @@ impl Config {
         })
     }
 
-    /// Parse and validate TOML text.
+    /// Parse and validate TOML text; `"${NAME}"` values come from the environment.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: "<config>".into(), message: e.to_string() })?;
+        Self::from_toml_with_env(text, &|name| std::env::var(name).ok())
+    }
+
+    /// [`from_toml`](Self::from_toml) with `env` as the environment.
+    pub fn from_toml_with_env(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let parse_error =
+            |e: toml::de::Error| ConfigError::Parse { path: "<config>".into(), message: e.to_string() };
+        let cfg: Config = if text.contains("${") {
+            // Substituted in the parsed document, so a value can never inject TOML syntax.
+            let mut doc: toml::Value = toml::from_str(text).map_err(parse_error)?;
+            let refs = crate::secrets::substitute(&mut doc, env)
+                .map_err(|m| invalid(format!("{}: the environment variable {} is not set", m.key, m.var)))?;
+            let mut cfg: Config = doc.try_into().map_err(parse_error)?;
+            cfg.env_refs = refs;
+            cfg
+        } else {
+            toml::from_str(text).map_err(parse_error)?
+        };
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// How `check-config` shows the value at `key`: `${NAME}` when it came from the
+    /// environment, else `value`.
+    pub fn shown(&self, key: &str, value: &str) -> String {
+        match self.env_refs.get(key) {
+            Some(var) => format!("${{{var}}}"),
+            None => value.to_owned(),
+        }
     }
 
     /// Whether the demo methods are registered. Default: off in production mode, else on when

@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo;
 pub mod flow;
 pub mod logging;
+pub mod secrets;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -255,11 +255,11 @@ fn raise_open_file_limit(max_connections: usize) {
 
 fn print_summary(cfg: &Config) {
     println!("config OK");
-    println!("listen      {}", cfg.listen);
+    println!("listen      {}", cfg.shown("listen", &cfg.listen));
     println!("mode        {:?}", cfg.mode);
     println!(
         "store       {} (ttl {} s, lease {} ms)",
-        oncerpc_core::redact_url(&cfg.store.url),
+        cfg.shown("store.url", &oncerpc_core::redact_url(&cfg.store.url)),
         cfg.store.ttl_secs,
         cfg.store.lease_ms
     );
