@@ -564,9 +564,10 @@ pub async fn serve(
             active: AtomicUsize::new(0),
             last: std::sync::Mutex::new(tokio::time::Instant::now()),
         });
-        let svc = hyper_util::service::TowerToHyperService::new(
-            router.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer))),
-        );
+        // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
+        // and boxes every route for each connection and adds an extension per request;
+        // nothing reads the peer address.
+        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
         let act = activity.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let active = act.begin();
