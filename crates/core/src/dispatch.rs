@@ -459,19 +459,24 @@ impl Dispatcher {
         // lines it can cause (its access line, a panic, a failed upstream step) carry the id
         // themselves, and a span per query cost ~10 % of a query's throughput. A batch entry's
         // span is at `debug`, like its access line (the batch logs one line).
+        // The method is looked up once, here, for the span and for `run_request`.
+        let method = self.registry.get(&req.method);
         let span = if local.is_some() {
             tracing::debug_span!("rpc", correlation_id = %cid, method = %crate::LogSafe(&req.method))
-        } else if self.registry.spec(&req.method).is_some_and(|m| m.kind == Kind::Command) {
+        } else if method.is_some_and(|m| m.spec.kind == Kind::Command) {
             tracing::info_span!("rpc", correlation_id = %cid)
         } else {
             tracing::debug_span!("rpc", correlation_id = %cid)
         };
-        self.run_request(req, cid, meta, local, started).instrument(span).await
+        self.run_request(req, method, cid, meta, local, started).instrument(span).await
     }
 
+    /// `method`: the registered method of `req.method`, when there is one.
+    #[allow(clippy::too_many_arguments)]
     async fn run_request<'a>(
         &self,
         req: Request<'a>,
+        method: Option<&Arc<Method>>,
         cid: Arc<str>,
         meta: &RequestMeta,
         local: Option<&BatchLocal>,
@@ -486,7 +491,7 @@ impl Dispatcher {
             };
             return Some(Answer::plain(Some(id), Outcome::Result(self.discover.clone())));
         }
-        let Some(method) = self.registry.get(&req.method) else {
+        let Some(method) = method else {
             if req.is_notification() {
                 // LSP's `$/` notifications (`$/cancelRequest`, `$/setTrace`, …) may be ignored
                 // by a server that does not implement them, without a warning.
@@ -551,8 +556,7 @@ impl Dispatcher {
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
-        let mut unanswered =
-            Unanswered { metrics: &self.metrics, method, cid: cid.clone(), started, armed: true };
+        let mut unanswered = Unanswered { metrics: &self.metrics, method, cid: &cid, started, armed: true };
         let (outcome, idempotency) = self.execute(method, params, cid.clone(), meta, local, started).await;
         unanswered.armed = false;
         let elapsed = started.elapsed();
@@ -581,12 +585,11 @@ impl Dispatcher {
             Outcome::Result(_) => None,
             Outcome::Error(e) => Some(e.code.code()),
         };
-        // The correlation id is the span's when the request has one; a query has none
-        // (see `run_entry`), so its line carries the id itself.
-        let correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid));
         access_line!(
             batch,
-            correlation_id,
+            // The span's when the request has one; a query has none (see `run_entry`), so its
+            // line carries the id itself. Evaluated only when the line is written.
+            correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid)),
             method = %crate::LogSafe(requested),
             kind = %kind,
             tenant = %meta.tenant,
@@ -843,7 +846,7 @@ fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
 struct Unanswered<'a> {
     metrics: &'a Metrics,
     method: &'a Method,
-    cid: Arc<str>,
+    cid: &'a str,
     started: Instant,
     armed: bool,
 }
