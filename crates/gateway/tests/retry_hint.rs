@@ -30,21 +30,25 @@ fn hint(a: &Answer) -> u64 {
     ms
 }
 
+/// POST `body` to `path` of `s` from a task of its own (the first, slow execution), with
+/// extra headers; its answer when awaited.
+fn in_background(
+    s: &TestServer,
+    path: &str,
+    body: String,
+    headers: &[(&'static str, &'static str)],
+) -> tokio::task::JoinHandle<reqwest::Result<reqwest::Response>> {
+    let mut req = s.client.post(s.url(path)).header("content-type", "application/json").body(body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    tokio::spawn(req.send())
+}
+
 #[tokio::test]
 async fn a_duplicate_of_a_300_ms_command_is_told_to_come_back_soon_not_after_the_lease() {
     let s = TestServer::start().await;
-    let first = {
-        let s_url = s.url("/rpc");
-        let client = s.client.clone();
-        tokio::spawn(async move {
-            client
-                .post(s_url)
-                .header("content-type", "application/json")
-                .body(sleep_body("hint-1", 300))
-                .send()
-                .await
-        })
-    };
+    let first = in_background(&s, "/rpc", sleep_body("hint-1", 300), &[]);
     s.wait_processing("default", "demo.sleep", "hint-1").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let dup = s.post(sleep_body("hint-1", 300)).await;
@@ -68,17 +72,7 @@ async fn another_process_estimates_the_hint_from_the_lease_it_sees() {
     cfg.store.url = format!("sqlite://{}", dir.file("hint.db").display());
     let a = TestServer::start_with(cfg.clone()).await;
     let b = TestServer::start_with(cfg).await;
-    let first = {
-        let (url, client) = (a.url("/rpc"), a.client.clone());
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(sleep_body("hint-2", 1500))
-                .send()
-                .await
-        })
-    };
+    let first = in_background(&a, "/rpc", sleep_body("hint-2", 1500), &[]);
     a.wait_processing("default", "demo.sleep", "hint-2").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let ms = hint(&b.post(sleep_body("hint-2", 1500)).await);
@@ -105,12 +99,7 @@ async fn the_flows_door_processing_answer_carries_retry_after() {
     }];
     let s = TestServer::start_with(cfg).await;
     let path = "/v2/flows/orders.create?sync=true";
-    let first = {
-        let (url, client) = (s.url(path), s.client.clone());
-        tokio::spawn(async move {
-            client.post(url).header("X-Idempotency-Key", "flow-hint").body("{}").send().await
-        })
-    };
+    let first = in_background(&s, path, "{}".into(), &[("X-Idempotency-Key", "flow-hint")]);
     s.wait_processing("default", "orders.create", "flow-hint").await;
     let dup = s.post_path(path, "{}", &[("X-Idempotency-Key", "flow-hint")]).await;
     assert_eq!((dup.status, dup.body.as_str()), (200, "{}"));
@@ -124,17 +113,7 @@ async fn every_503_says_when_to_come_back() {
     let mut cfg = test_config();
     cfg.limits.max_in_flight = 1;
     let s = TestServer::start_with(cfg).await;
-    let busy = {
-        let (url, client) = (s.url("/rpc"), s.client.clone());
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .header("content-type", "application/json")
-                .body(sleep_body("busy", 600))
-                .send()
-                .await
-        })
-    };
+    let busy = in_background(&s, "/rpc", sleep_body("busy", 600), &[]);
     s.wait_processing("default", "demo.sleep", "busy").await;
     let refused = s.post(r#"{"jsonrpc":"2.0","method":"sum","params":[1,2],"id":1}"#).await;
     assert_eq!(refused.status, 503, "{}", refused.body);

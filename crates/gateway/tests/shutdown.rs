@@ -6,37 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::process::{Gateway, TempDir};
+use common::process::{Gateway, TempDir, replica_config};
 use common::upstream::Upstream;
 use serde_json::Value;
-
-fn write_config(dir: &TempDir, up: &Upstream) -> String {
-    let path = dir.file("oncerpc.toml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"
-[store]
-url = "sqlite://{db}"
-lease_ms = 4000
-resume_interval_ms = 100
-
-[[methods]]
-name = "orders.create"
-kind = "command"
-timeout_ms = 3000
-
-  [[methods.steps]]
-  name = "charge"
-  url = "{charge}"
-"#,
-            db = dir.file("o.db").display(),
-            charge = up.url("charge"),
-        ),
-    )
-    .unwrap();
-    path.display().to_string()
-}
 
 async fn flow(
     client: &reqwest::Client,
@@ -57,7 +29,8 @@ async fn sigterm_finishes_async_events_and_abandoned_commands_before_exiting() {
     let up = Upstream::start().await;
     up.set_delay(1500, &["charge"]);
     let dir = TempDir::new("sigterm");
-    let config = write_config(&dir, &up);
+    let store = format!("sqlite://{}", dir.file("o.db").display());
+    let config = replica_config(&dir, &store, &up, 4000, 3000);
     let mut gw = Gateway::start(&["--config", &config]);
     let client = reqwest::Client::new();
 
