@@ -91,3 +91,64 @@ async fn three_thousand_stalled_connections_do_not_starve_a_well_behaved_client(
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_open_file_soft_limit_is_raised_so_stalled_connections_cannot_exhaust_it() {
+    use std::os::unix::process::CommandExt;
+    // Started with a soft limit of 256 descriptors (far below max_connections), as a process
+    // of a default systemd unit or shell often is; the hard limit is left as it is.
+    let (_, hard) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+    if hard < 2_048 {
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        assert!(!ci, "CI needs a hard open-file limit of at least 2,048 (it is {hard})");
+        eprintln!("SKIPPED: the hard open-file limit ({hard}) is too low to show the raise");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Stalls are not closed during the test (60 s header timeout): only the raised limit lets
+    // the well-behaved calls in.
+    let dir = TempDir::new("nofile");
+    let config = dir.file("oncerpc.toml");
+    std::fs::write(&config, "[store]\nurl = \"memory://\"\n[limits]\nheader_timeout_ms = 60000\n").unwrap();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_oncerpc"));
+    cmd.args(["serve", "--config", &config.display().to_string(), "--listen", &format!("127.0.0.1:{port}")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || rlimit::setrlimit(rlimit::Resource::NOFILE, 256, hard));
+    }
+    let mut child = cmd.spawn().expect("spawn oncerpc");
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().unwrap();
+    let url = format!("http://127.0.0.1:{port}/rpc");
+    let call = |i: usize| {
+        let body = json!({"jsonrpc":"2.0","method":"sum","params":[i, 1],"id": i}).to_string();
+        client.post(&url).header("content-type", "application/json").body(body).send()
+    };
+    let mut up = false;
+    for _ in 0..200 {
+        if call(0).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(up, "the gateway did not start");
+
+    // 600 stalled connections: more than 256 descriptors' worth.
+    let mut stalled = Vec::new();
+    for _ in 0..600 {
+        let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        tcp.write_all(b"POST /rpc HTTP/1.1\r\nhost: x\r\n").await.unwrap();
+        stalled.push(tcp);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 1..=20 {
+        let v: Value = call(i).await.expect("answered beside 600 stalled connections").json().await.unwrap();
+        assert_eq!(v, json!({"jsonrpc":"2.0","result": i + 1,"id": i}));
+    }
+    drop(stalled);
+    let _ = child.kill();
+    let _ = child.wait();
+}
