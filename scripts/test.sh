@@ -34,6 +34,9 @@ if ! command -v emacs >/dev/null; then
   apt_install emacs-nox || need "emacs (emacs-nox)"
 fi
 
+# curl, for the TLS listener test (`curl --cacert`).
+if ! command -v curl >/dev/null; then apt_install curl || need "curl"; fi
+
 # A Python JSON-RPC client library, for the HTTP-door client test.
 PYVENV="target/py-venv"
 if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests' 2>/dev/null; then
@@ -145,7 +148,91 @@ else
   need "PostgreSQL on 127.0.0.1:5432 (trust auth)"
 fi
 
+# TLS to the stores (DESIGN §13): a private test CA and a server certificate for 127.0.0.1 /
+# localhost, made once with openssl and kept outside the checkout (PostgreSQL reads them from
+# its configuration, which outlives any clone). PostgreSQL gets `ssl = on` with them (a reload,
+# not a restart), and a second Redis serves TLS only on :6390 with a password.
+TLSDIR="${ONCERPC_TEST_TLS_DIR:-/var/lib/oncerpc-test-tls}"
+REDIS_TLS_PORT=6390
+REDIS_TLS_PASSWORD="oncerpc-s3cr3t-redis-tls"
+tls_certs_ok() {
+  [ -s "$TLSDIR/ca.crt" ] && [ -s "$TLSDIR/server.key" ] \
+    && openssl x509 -checkend 86400 -noout -in "$TLSDIR/server.crt" >/dev/null 2>&1 \
+    && openssl verify -CAfile "$TLSDIR/ca.crt" "$TLSDIR/server.crt" >/dev/null 2>&1
+}
+if ! command -v openssl >/dev/null; then apt_install openssl || need "openssl"; fi
+if command -v openssl >/dev/null && ! tls_certs_ok; then
+  echo "== making the test CA and server certificate in $TLSDIR"
+  as_root mkdir -p "$TLSDIR"
+  as_root sh -ec "cd '$TLSDIR'
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.crt \
+      -days 3650 -subj '/CN=oncerpc test CA' \
+      -addext 'basicConstraints=critical,CA:TRUE' -addext 'keyUsage=critical,keyCertSign,cRLSign' 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out server.csr \
+      -subj '/CN=localhost' 2>/dev/null
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' > server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 \
+      -extfile server.ext 2>/dev/null
+    chmod 755 . ; chmod 644 ca.crt server.crt; chmod 600 ca.key; chmod 640 server.key"
+  if getent group postgres >/dev/null; then as_root chgrp postgres "$TLSDIR/server.key"; fi
+fi
+tls_certs_ok && export ONCERPC_TEST_TLS_CA="$TLSDIR/ca.crt" || need "the test TLS certificates in $TLSDIR"
+
+pg_sql() { psql -h 127.0.0.1 -U postgres -d postgres -tAc "$1"; }
+pg_tls_ok() {
+  psql "host=127.0.0.1 port=5432 user=postgres dbname=test sslmode=verify-full sslrootcert=$TLSDIR/ca.crt" \
+    -tAc 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()' 2>/dev/null | grep -q '^t$'
+}
+if [ -n "${ONCERPC_TEST_POSTGRES_URL:-}" ] && [ -n "${ONCERPC_TEST_TLS_CA:-}" ] && ! pg_tls_ok; then
+  echo "== turning on TLS in PostgreSQL (ssl = on, certificate from $TLSDIR)"
+  pg_sql "ALTER SYSTEM SET ssl_cert_file = '$TLSDIR/server.crt'" >/dev/null
+  pg_sql "ALTER SYSTEM SET ssl_key_file = '$TLSDIR/server.key'" >/dev/null
+  pg_sql "ALTER SYSTEM SET ssl = on" >/dev/null
+  pg_sql "SELECT pg_reload_conf()" >/dev/null
+  if ! wait_for "PostgreSQL with TLS" pg_tls_ok; then
+    # A server that cannot take ssl on a reload (an old one): restart it.
+    for v in $(ls /etc/postgresql 2>/dev/null); do
+      as_root pg_ctlcluster --skip-systemctl-redirect "$v" main restart 2>/dev/null || true
+    done
+    wait_for "PostgreSQL with TLS" pg_tls_ok || true
+  fi
+fi
+if pg_tls_ok; then
+  export ONCERPC_TEST_POSTGRES_TLS_URL="postgres://postgres:oncerpc-s3cr3t-pg@127.0.0.1:5432/test?sslmode=verify-full&sslrootcert=$TLSDIR/ca.crt"
+else
+  need "PostgreSQL with ssl = on on 127.0.0.1:5432"
+fi
+
+redis_tls_ping() {
+  REDISCLI_AUTH="$REDIS_TLS_PASSWORD" redis-cli --tls --cacert "$TLSDIR/ca.crt" -h 127.0.0.1 -p "$REDIS_TLS_PORT" ping 2>/dev/null | grep -q PONG
+}
+if command -v redis-server >/dev/null && [ -n "${ONCERPC_TEST_TLS_CA:-}" ] && ! redis_tls_ping; then
+  echo "== starting Redis with TLS on 127.0.0.1:$REDIS_TLS_PORT"
+  mkdir -p target/redis-tls
+  redis-server --daemonize yes --bind 127.0.0.1 --port 0 --tls-port "$REDIS_TLS_PORT" \
+    --tls-cert-file "$TLSDIR/server.crt" --tls-key-file "$TLSDIR/server.key" \
+    --tls-ca-cert-file "$TLSDIR/ca.crt" --tls-auth-clients no --requirepass "$REDIS_TLS_PASSWORD" \
+    --save "" --appendonly no --dir "$PWD/target/redis-tls" --logfile "$PWD/target/redis-tls/redis.log" || true
+  wait_for "Redis with TLS" redis_tls_ping || true
+fi
+if redis_tls_ping; then
+  export ONCERPC_TEST_REDIS_TLS_URL="rediss://default:$REDIS_TLS_PASSWORD@127.0.0.1:$REDIS_TLS_PORT/0"
+else
+  need "Redis with TLS on 127.0.0.1:$REDIS_TLS_PORT (redis-server built with TLS)"
+fi
+
 # One build, one run for the whole workspace: unit, integration and property tests, and the
 # benchmarks compiled and run once each in test mode; then the doc tests.
+# Every log line of every gateway the tests start is kept here, then searched for the tests'
+# secrets: each one (store passwords, API keys) contains the marker "s3cr3t".
+export ONCERPC_TEST_LOG_DIR="$PWD/target/test-logs"
+rm -rf "$ONCERPC_TEST_LOG_DIR"
 cargo test --workspace --all-targets --no-fail-fast "$@"
 cargo test --workspace --doc
+if [ -d "$ONCERPC_TEST_LOG_DIR" ]; then
+  kept=$(find "$ONCERPC_TEST_LOG_DIR" -type f | wc -l)
+  if grep -rl 's3cr3t' "$ONCERPC_TEST_LOG_DIR"; then
+    echo "error: a secret reached the log files above" >&2; exit 1
+  fi
+  echo "== no secret in the $kept kept gateway logs"
+fi

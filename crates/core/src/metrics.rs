@@ -43,6 +43,8 @@ pub struct Metrics {
     overloaded: IntCounterVec,
     tenant_refusals: IntCounterVec,
     log_lines_dropped: IntCounter,
+    tls_handshakes_failed: IntCounterVec,
+    tls_reloads: IntCounterVec,
 }
 
 impl Metrics {
@@ -103,6 +105,22 @@ impl Metrics {
             "Log lines dropped because the log sink could not keep up (the writer never blocks a request)",
         )
         .expect("valid metric");
+        let tls_handshakes_failed = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_tls_handshakes_failed_total",
+                "Connections closed because their TLS handshake failed (reason=error) or did not finish within limits.header_timeout_ms (reason=timeout)",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let tls_reloads = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_tls_reloads_total",
+                "Listener certificate reloads on SIGHUP, by outcome (ok; failed: the previous certificate stays)",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(idempotency.clone()),
@@ -113,6 +131,8 @@ impl Metrics {
             Box::new(overloaded.clone()),
             Box::new(tenant_refusals.clone()),
             Box::new(log_lines_dropped.clone()),
+            Box::new(tls_handshakes_failed.clone()),
+            Box::new(tls_reloads.clone()),
         ] {
             registry.register(c).expect("metric registered once");
         }
@@ -127,6 +147,8 @@ impl Metrics {
             overloaded,
             tenant_refusals,
             log_lines_dropped,
+            tls_handshakes_failed,
+            tls_reloads,
         }
     }
 
@@ -171,6 +193,16 @@ impl Metrics {
     /// Tenants are configured, so the label is bounded.
     pub fn tenant_refused(&self, tenant: &str, reason: &str) {
         self.tenant_refusals.with_label_values(&[tenant, reason]).inc();
+    }
+
+    /// A listener TLS handshake that failed (`reason`: `error`, `timeout`).
+    pub fn tls_handshake_failed(&self, reason: &str) {
+        self.tls_handshakes_failed.with_label_values(&[reason]).inc();
+    }
+
+    /// A listener certificate reload (`outcome`: `ok`, `failed`).
+    pub fn tls_reload(&self, outcome: &str) {
+        self.tls_reloads.with_label_values(&[outcome]).inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -2,7 +2,7 @@
 //! default is written here once and documented in docs/CONFIG.md.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +46,9 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     #[serde(default)]
     pub http: HttpSection,
+    /// `[tls]`: terminate TLS on the listener (absent: plain HTTP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSection>,
     #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
@@ -85,6 +88,10 @@ pub struct StoreConfig {
     /// have the write (fewer in 1 s: the call fails, `-32004`). 0: don't wait.
     #[serde(default)]
     pub redis_wait_replicas: u32,
+    /// `rediss://` stores: a PEM file of the CA that signed the server's certificate (a
+    /// private CA); absent: the platform's roots. PostgreSQL takes `sslrootcert` in its URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 fn default_redis_prefix() -> String {
@@ -100,6 +107,7 @@ impl Default for StoreConfig {
             resume_interval_ms: default_resume_interval(),
             redis_prefix: default_redis_prefix(),
             redis_wait_replicas: 0,
+            ca_file: None,
         }
     }
 }
@@ -272,12 +280,37 @@ pub struct UpstreamConfig {
     /// Follow `3xx` answers; when `false` a redirect fails the step like any non-2xx.
     #[serde(default)]
     pub follow_redirects: bool,
+    /// `https://` steps: a PEM file of extra trusted CAs, on top of the platform's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// mTLS: the certificate chain (PEM) presented to upstreams that ask for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cert_file: Option<PathBuf>,
+    /// mTLS: the private key (PEM) of `client_cert_file`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_key_file: Option<PathBuf>,
 }
 
 impl Default for UpstreamConfig {
     fn default() -> Self {
-        UpstreamConfig { max_response_bytes: default_max_response_bytes(), follow_redirects: false }
+        UpstreamConfig {
+            max_response_bytes: default_max_response_bytes(),
+            follow_redirects: false,
+            ca_file: None,
+            client_cert_file: None,
+            client_key_file: None,
+        }
     }
+}
+
+/// `[tls]`: the listener's certificate and key (PEM), read again on `SIGHUP`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// The certificate chain, leaf first.
+    pub cert_file: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
 }
 
 fn default_max_response_bytes() -> usize {
@@ -488,6 +521,16 @@ impl Config {
         }
         if self.limits.max_connections == 0 {
             return Err(invalid("limits.max_connections must be at least 1"));
+        }
+        if self.upstream.client_cert_file.is_some() != self.upstream.client_key_file.is_some() {
+            return Err(invalid(
+                "upstream.client_cert_file and upstream.client_key_file go together: set both or neither",
+            ));
+        }
+        if self.store.ca_file.is_some() && !self.store.url.starts_with("rediss://") {
+            return Err(invalid(
+                "store.ca_file applies to rediss:// stores only (PostgreSQL: sslrootcert=PATH in store.url)",
+            ));
         }
         if self.upstream.max_response_bytes == 0 {
             return Err(invalid("upstream.max_response_bytes must be at least 1"));

@@ -60,8 +60,9 @@ pub struct Flow {
 
 /// Why a step failed. The log always gets the detail; `error.data` only in dev mode.
 enum Failure {
-    /// No answer: the `reqwest` error chain (URL, OS error).
-    Unreachable(String),
+    /// No answer: the `reqwest` error chain (URL, OS error), and why the TLS handshake
+    /// failed when it did.
+    Unreachable(String, Option<&'static str>),
     /// The answer broke off while being read.
     Read(String),
     /// A non-2xx (a `3xx` too, when redirects are not followed): the start of its body.
@@ -108,10 +109,10 @@ impl Flow {
         if let Some(key) = &ctx.idempotency_key {
             req = req.header("x-idempotency-key", upstream_key(&ctx.tenant, &self.name, key, &step.name));
         }
-        let mut resp = req
-            .send()
-            .await
-            .map_err(|e| self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e))))?;
+        let mut resp = req.send().await.map_err(|e| {
+            let tls = crate::upstream::tls_reason(&e);
+            self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e), tls))
+        })?;
         let status = resp.status();
         if !status.is_success() {
             // Only the start of an error body is ever read: it is quoted, never used.
@@ -146,8 +147,12 @@ impl Flow {
         failure: Failure,
     ) -> RpcError {
         let status = status.map(|s| s.as_u16());
+        let tls = match failure {
+            Failure::Unreachable(_, tls) => tls,
+            _ => None,
+        };
         let (member, detail) = match failure {
-            Failure::Unreachable(e) => ("error", e),
+            Failure::Unreachable(e, _) => ("error", e),
             Failure::Read(e) => ("error", e),
             Failure::NotJson(e) => ("error", e),
             Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned()),
@@ -158,6 +163,7 @@ impl Flow {
             step = %step.name,
             status,
             url = %step.url,
+            tls,
             detail = %log_quote(&detail),
             "upstream step failed"
         );
@@ -260,22 +266,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         src = s.source();
     }
     out
-}
-
-/// Shared by every flow of an app: one connection pool. Redirects are not followed unless
-/// `[upstream] follow_redirects = true`: a `3xx` then fails the step like any non-2xx.
-pub fn client(upstream: &UpstreamConfig) -> reqwest::Client {
-    let redirect = if upstream.follow_redirects {
-        reqwest::redirect::Policy::default()
-    } else {
-        reqwest::redirect::Policy::none()
-    };
-    reqwest::Client::builder()
-        .pool_idle_timeout(std::time::Duration::from_secs(90))
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .redirect(redirect)
-        .build()
-        .expect("an HTTP client without TLS always builds")
 }
 
 /// Register every `[[methods]]` flow.

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod flow;
 pub mod logging;
 pub mod secrets;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -27,6 +28,8 @@ pub struct App {
     pub config: Config,
     pub dispatcher: Arc<Dispatcher>,
     pub demo: Arc<demo::DemoState>,
+    /// The listener's TLS (`[tls]`), loaded when the app is built.
+    tls: Option<Arc<oncerpc_http::tls::ListenerTls>>,
 }
 
 impl App {
@@ -41,7 +44,7 @@ impl App {
             demo::register(&mut registry, demo_state.clone(), timeout)
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
-        flow::register_flows(&mut registry, &config, &flow::client(&config.upstream))?;
+        flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?)?;
         let store = open_store(&config.store, config.mode).await?;
         App::with_store(config, registry, demo_state, store)
     }
@@ -89,7 +92,18 @@ impl App {
             },
             store,
         ));
-        Ok(App { config, dispatcher, demo })
+        let tls = match &config.tls {
+            None => None,
+            Some(t) => Some(
+                oncerpc_http::tls::ListenerTls::load(
+                    &t.cert_file,
+                    &t.key_file,
+                    Some(dispatcher.metrics().clone()),
+                )
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            ),
+        };
+        Ok(App { config, dispatcher, demo, tls })
     }
 
     /// The HTTP router of this app.
@@ -148,7 +162,11 @@ impl App {
             idle_timeout: Duration::from_millis(limits.idle_timeout_ms),
             max_connections: limits.max_connections,
             metrics: Some(self.dispatcher.metrics().clone()),
+            tls: self.tls.clone(),
         };
+        if let Some(tls) = &self.tls {
+            tls.reload_on_sighup();
+        }
         let server = oncerpc_http::serve(listener, router, serve_config, shutdown);
         tokio::pin!(server);
         // The server's own graceful wait for open connections counts against the grace.
@@ -230,6 +248,7 @@ pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn
             let options = oncerpc_store_redis::RedisOptions {
                 prefix: cfg.redis_prefix.clone(),
                 wait_replicas: cfg.redis_wait_replicas,
+                ca_file: cfg.ca_file.clone(),
                 production: mode == Mode::Production,
             };
             let store = oncerpc_store_redis::RedisStore::connect_with(&cfg.url, options)
@@ -244,6 +263,21 @@ pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn
             Ok(Arc::new(store))
         }
     }
+}
+
+/// Read every certificate and key file a config names (`[tls]`, `[upstream]`,
+/// `store.ca_file`) the way serving will, without connecting anywhere.
+pub fn check_tls_files(config: &Config) -> Result<(), ConfigError> {
+    upstream::client(&config.upstream)?;
+    if let Some(t) = &config.tls {
+        oncerpc_http::tls::ListenerTls::load(&t.cert_file, &t.key_file, None)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    }
+    if let Some(ca) = &config.store.ca_file {
+        std::fs::read(ca)
+            .map_err(|e| ConfigError::Invalid(format!("store.ca_file {}: {e}", ca.display())))?;
+    }
+    Ok(())
 }
 
 /// Check the `[[methods]]` of a config the way the registry will: name rules, kind and

@@ -105,7 +105,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => {
-            match Config::load(&file).and_then(|c| oncerpc::check_methods(&c).map(|()| c)) {
+            match Config::load(&file)
+                .and_then(|c| oncerpc::check_methods(&c).map(|()| c))
+                .and_then(|c| oncerpc::check_tls_files(&c).map(|()| c))
+            {
                 Ok(cfg) => {
                     print_summary(&cfg);
                     ExitCode::SUCCESS
@@ -270,6 +273,21 @@ fn print_summary(cfg: &Config) {
     println!(
         "limits      max_body_bytes={} max_in_flight={} shutdown_grace_ms={}",
         cfg.limits.max_body_bytes, cfg.limits.max_in_flight, cfg.limits.shutdown_grace_ms
+    );
+    let path = |key: &str, p: &Option<PathBuf>| p.as_ref().map(|p| cfg.shown(key, &p.display().to_string()));
+    match &cfg.tls {
+        Some(t) => println!(
+            "tls         cert_file={} key_file={}",
+            cfg.shown("tls.cert_file", &t.cert_file.display().to_string()),
+            cfg.shown("tls.key_file", &t.key_file.display().to_string())
+        ),
+        None => println!("tls         off (plain HTTP)"),
+    }
+    let up = &cfg.upstream;
+    println!(
+        "upstream    ca_file={} client_cert_file={}",
+        path("upstream.ca_file", &up.ca_file).unwrap_or_else(|| "(platform roots only)".into()),
+        path("upstream.client_cert_file", &up.client_cert_file).unwrap_or_else(|| "(none)".into())
     );
     println!("demo        {}", if cfg.demo_enabled() { "registered" } else { "off" });
     for t in &cfg.tenants {

@@ -33,7 +33,7 @@ async fn a_sink_that_does_not_keep_up_loses_log_lines_not_requests() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn oncerpc");
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let client = common::http_client_builder().timeout(Duration::from_secs(20)).build().unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let mut up = false;
     for _ in 0..200 {
@@ -97,7 +97,7 @@ async fn a_batch_is_one_access_line_with_its_size_and_error_count() {
             _ => json!({"jsonrpc":"2.0","method":"sum","params":[i, 1],"id": i}),
         })
         .collect();
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let resp = client.post(gw.url("/rpc")).json(&entries).send().await.unwrap();
     let cid = resp.headers()["x-correlation-id"].to_str().unwrap().to_owned();
     let answers: Vec<Value> = resp.json().await.unwrap();

@@ -56,7 +56,7 @@ async fn three_thousand_stalled_connections_do_not_starve_a_well_behaved_client(
     let opened = Instant::now();
 
     // The well-behaved client, 32 requests at a time, while all of them are still open.
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let url = gw.url("/rpc");
     let answers = futures::stream::iter(0..GOOD)
         .map(|i| {
@@ -120,7 +120,7 @@ async fn a_low_open_file_soft_limit_is_raised_so_stalled_connections_cannot_exha
         cmd.pre_exec(move || rlimit::setrlimit(rlimit::Resource::NOFILE, 256, hard));
     }
     let mut child = cmd.spawn().expect("spawn oncerpc");
-    let client = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().unwrap();
+    let client = common::http_client_builder().timeout(Duration::from_secs(15)).build().unwrap();
     let url = format!("http://127.0.0.1:{port}/rpc");
     let call = |i: usize| {
         let body = json!({"jsonrpc":"2.0","method":"sum","params":[i, 1],"id": i}).to_string();

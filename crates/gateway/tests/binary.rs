@@ -1,6 +1,7 @@
 //! Process-level tests of the real `oncerpc` binary: serving, graceful shutdown on SIGTERM,
 //! `check-config`, and JSON log lines.
 
+mod common;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -171,7 +172,7 @@ fn check_config(contents: &str) -> Output {
 #[tokio::test]
 async fn serve_answers_and_sigterm_finishes_in_flight_work_then_exits_0() {
     let mut server = Served::start(&[]);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let url = server.url("/rpc");
 
     let v = rpc(&client, &url, json!({"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":1})).await;
@@ -240,7 +241,7 @@ async fn serve_answers_and_sigterm_finishes_in_flight_work_then_exits_0() {
 #[tokio::test]
 async fn log_format_json_makes_every_stderr_line_a_json_object() {
     let mut server = Served::start(&["--log-format", "json"]);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let url = server.url("/rpc");
     let v =
         rpc(&client, &url, json!({"jsonrpc":"2.0","method":"subtract","params":[42,23],"id":"j-1"})).await;
@@ -525,7 +526,7 @@ fn store_passwords_are_never_printed() {
 async fn logged_method_names_are_escaped_and_bounded_one_line_per_request() {
     let config = TempFile::new("config.toml", "[limits]\nmax_body_bytes = 4194304\n");
     let mut server = Served::start(&["--config", config.0.to_str().unwrap()]);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let url = server.url("/rpc");
     let forged = "2026-01-01T00:00:00.000000Z  INFO FORGED: admin logged in";
     let v = rpc(&client, &url, json!({"jsonrpc":"2.0","method":format!("evil\n{forged}\r\n"),"id":"log-1"}))

@@ -11,7 +11,7 @@ use serde_json::json;
 async fn completed_command_survives_kill_9_and_is_replayed_byte_identical() {
     let dir = TempDir::new("crash-done");
     let store = format!("sqlite://{}", dir.file("o.db").display());
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let body = json!({"jsonrpc":"2.0","method":"counter.increment","params":{"by":3,"idempotency_key":"pay-kill"},"id":1})
         .to_string();
 
@@ -44,7 +44,7 @@ async fn kill_9_while_processing_then_exactly_one_retry_takes_over_after_the_lea
     )
     .unwrap();
     let config = config.display().to_string();
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let body =
         json!({"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":800,"idempotency_key":"slow-kill"},"id":1})
             .to_string();

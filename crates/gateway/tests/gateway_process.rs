@@ -59,7 +59,7 @@ async fn async_event_running_at_kill_9_completes_after_restart_and_its_last_step
     up.set_delay(800, &["confirm"]);
     let dir = TempDir::new("events-kill");
     let config = write_config(&dir, &up);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
 
     let mut gw = Gateway::start(&["--config", &config]);
     let resp = client
@@ -122,7 +122,7 @@ async fn one_structured_log_line_per_request_and_never_the_api_key() {
     let up = Upstream::start().await;
     let dir = TempDir::new("events-logs");
     let config = write_config(&dir, &up);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let gw = Gateway::start(&["--config", &config, "--log-format", "json"]);
     let r = client
         .post(gw.url(&format!("/v2/flows/orders.create?sync=true&key={KEY}")))

@@ -31,7 +31,7 @@ async fn three_hundred_identical_commands_across_three_replicas(store_url: Strin
     let config = replica_config(&dir, &store_url, &up, 10_000, 5_000);
     let replicas: Arc<Vec<Gateway>> =
         Arc::new((0..3).map(|_| Gateway::start(&["--config", &config])).collect());
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let key = unique("pay");
     let mut tasks = Vec::new();
     for i in 0..300 {
@@ -87,7 +87,7 @@ async fn another_replica_takes_over_after_kill_9(store_url: String) {
     let config = replica_config(&dir, &store_url, &up, 2_000, 1_000);
     let mut a = Gateway::start(&["--config", &config]);
     let b = Gateway::start(&["--config", &config]);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let key = unique("kill");
     let first = {
         let (client, url, key) = (client.clone(), a.url("/v2/flows/orders.create?sync=true"), key.clone());
@@ -209,7 +209,7 @@ async fn an_async_event_accepted_by_one_replica_is_finished_by_another() {
         let config = replica_config(&dir, &url, &up, 2_000, 1_000);
         let mut a = Gateway::start(&["--config", &config]);
         let b = Gateway::start(&["--config", &config]);
-        let client = reqwest::Client::new();
+        let client = common::http_client();
         let resp = client
             .post(a.url("/v2/flows/orders.create"))
             .header("X-Idempotency-Key", unique("evt"))

@@ -14,11 +14,13 @@ fn oncerpc(args: &[&str], env: &[(&str, &str)]) -> Output {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run oncerpc")
+    let out = cmd.output().expect("run oncerpc");
+    common::process::keep_output(&out);
+    out
 }
 
-const PASSWORD: &str = "pg-password-from-the-env";
-const API_KEY: &str = "tenant-key-from-the-environment-0123";
+const PASSWORD: &str = "pg-s3cr3t-password-from-the-env";
+const API_KEY: &str = "tenant-s3cr3t-key-from-the-environment";
 
 fn config(dir: &TempDir, text: &str) -> String {
     let path = dir.file("oncerpc.toml");
@@ -106,7 +108,7 @@ async fn an_api_key_from_the_environment_authenticates() {
         }
         found.expect("the gateway listens")
     };
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let body = r#"{"jsonrpc":"2.0","method":"rpc.discover","id":1}"#;
     let ok = client
         .post(format!("http://{addr}/rpc"))

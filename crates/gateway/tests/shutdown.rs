@@ -32,7 +32,7 @@ async fn sigterm_finishes_async_events_and_abandoned_commands_before_exiting() {
     let store = format!("sqlite://{}", dir.file("o.db").display());
     let config = replica_config(&dir, &store, &up, 4000, 3000);
     let mut gw = Gateway::start(&["--config", &config]);
-    let client = reqwest::Client::new();
+    let client = common::http_client();
 
     // 20 async events: answered at once, executing in the background.
     let mut events = Vec::new();
@@ -43,7 +43,7 @@ async fn sigterm_finishes_async_events_and_abandoned_commands_before_exiting() {
         events.push(v["event_id"].as_str().unwrap().to_owned());
     }
     // 5 sync commands whose clients give up after 200 ms.
-    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(200)).build().unwrap();
+    let impatient = common::http_client_builder().timeout(Duration::from_millis(200)).build().unwrap();
     for i in 0..5 {
         assert!(
             flow(&impatient, &gw, "?sync=true", &format!("cmd-{i}")).await.is_err(),

@@ -30,7 +30,7 @@ async fn stall_longer_than_the_lease_runs_once(store_url: &str, stall: impl FnOn
     let dir = TempDir::new("stall");
     let cfg = replica_config(&dir, store_url, &up, 3000, 2000);
     let replicas: Arc<Vec<Gateway>> = Arc::new((0..3).map(|_| Gateway::start(&["--config", &cfg])).collect());
-    let client = reqwest::Client::new();
+    let client = common::http_client();
     let key = unique("stall");
 
     let a = {

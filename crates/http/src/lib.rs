@@ -27,6 +27,7 @@ pub mod auth;
 mod cors;
 mod flows;
 mod rpc;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -432,6 +433,9 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Where refused connections are counted (`oncerpc_overloaded_total{door="connections"}`).
     pub metrics: Option<oncerpc_core::metrics::Metrics>,
+    /// Terminate TLS on every connection (`[tls]`); the handshake must finish within
+    /// `header_timeout`.
+    pub tls: Option<Arc<tls::ListenerTls>>,
 }
 
 impl Default for ServeConfig {
@@ -441,6 +445,7 @@ impl Default for ServeConfig {
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             metrics: None,
+            tls: None,
         }
     }
 }
@@ -514,6 +519,52 @@ async fn refuse(mut tcp: tokio::net::TcpStream) {
     .await;
 }
 
+/// One accepted connection, served on its own task (after the TLS handshake, if any).
+struct Connection {
+    builder: Arc<hyper::server::conn::http1::Builder>,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    idle: Duration,
+    peer: std::net::SocketAddr,
+}
+
+impl Connection {
+    async fn serve<I>(self, io: I)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection { builder, router, watcher, idle, peer } = self;
+        let activity = Arc::new(Activity {
+            active: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(tokio::time::Instant::now()),
+        });
+        // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
+        // and boxes every route for each connection and adds an extension per request;
+        // nothing reads the peer address.
+        let svc = hyper_util::service::TowerToHyperService::new(router);
+        let act = activity.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let active = act.begin();
+            let fut = hyper::service::Service::call(&svc, req);
+            async move {
+                let resp = fut.await;
+                drop(active);
+                resp
+            }
+        });
+        let conn = watcher.watch(builder.serve_connection(hyper_util::rt::TokioIo::new(io), svc));
+        tokio::select! {
+            served = conn => {
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
+            }
+            // No request in progress: dropping the connection closes it.
+            () = activity.idle(idle) => tracing::debug!(%peer, "idle connection closed"),
+        }
+    }
+}
+
 /// Serve `router` on `listener` until `shutdown` resolves, then stop accepting and wait for
 /// in-flight requests to finish. HTTP/1.1 on hyper's own connection machinery: headers must
 /// arrive within `header_timeout` (hyper's `header_read_timeout`), idle kept-alive connections
@@ -524,9 +575,10 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioTimer;
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
+    let builder = Arc::new(builder);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let mut last_warn: Option<tokio::time::Instant> = None;
@@ -560,38 +612,42 @@ pub async fn serve(
             tokio::spawn(refuse(tcp));
             continue;
         };
-        let activity = Arc::new(Activity {
-            active: AtomicUsize::new(0),
-            last: std::sync::Mutex::new(tokio::time::Instant::now()),
-        });
-        // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
-        // and boxes every route for each connection and adds an extension per request;
-        // nothing reads the peer address.
-        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
-        let act = activity.clone();
-        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-            let active = act.begin();
-            let fut = hyper::service::Service::call(&svc, req);
-            async move {
-                let resp = fut.await;
-                drop(active);
-                resp
+        let conn = Connection {
+            builder: builder.clone(),
+            router: router.clone(),
+            watcher: graceful.watcher(),
+            idle: config.idle_timeout,
+            peer,
+        };
+        match config.tls.clone() {
+            None => {
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    conn.serve(tcp).await;
+                });
             }
-        });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), svc));
-        let idle = config.idle_timeout;
-        tokio::spawn(async move {
-            let _permit = permit;
-            tokio::select! {
-                served = conn => {
-                    if let Err(e) = served {
-                        tracing::debug!(error = %e, %peer, "connection ended with an error");
+            Some(tls) => {
+                let (timeout, metrics) = (config.header_timeout, config.metrics.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    // A client that never finishes its handshake is held to the header timeout.
+                    let failed = match tokio::time::timeout(timeout, tls.acceptor().accept(tcp)).await {
+                        Ok(Ok(stream)) => return conn.serve(stream).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            "error"
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            "timeout"
+                        }
+                    };
+                    if let Some(m) = metrics {
+                        m.tls_handshake_failed(failed);
                     }
-                }
-                // No request in progress: dropping the connection closes it.
-                () = activity.idle(idle) => tracing::debug!(%peer, "idle connection closed"),
+                });
             }
-        });
+        }
     }
     drop(listener);
     graceful.shutdown().await;

@@ -28,6 +28,18 @@
 //!   transaction.
 //! * A `deadpool-postgres` pool with short connect/wait timeouts: while the database is
 //!   unreachable calls fail fast (`-32004`), and new connections are made once it is back.
+//!
+//! ## TLS
+//!
+//! Connections use rustls (ring) as libpq's `sslmode` in the URL asks: `disable`, `prefer`
+//! (the default: TLS when the server offers it, unverified), `require` (TLS, unverified; with
+//! `sslrootcert` it is `verify-ca`, as in libpq), `verify-ca` (the chain, not the host name) and
+//! `verify-full` (chain and host name). `sslrootcert=PATH` names a PEM file of CA certificates,
+//! `sslrootcert=system` the OS roots; without it the verifying modes read libpq's
+//! `~/.postgresql/root.crt`. E.g.
+//! `postgres://app:pw@db:5432/app?sslmode=verify-full&sslrootcert=/etc/oncerpc/pg-ca.pem`.
+//! A certificate failure fails `connect` with rustls's reason (`invalid peer certificate:
+//! UnknownIssuer`); no message carries the URL's password. See `tls.rs` for the details.
 
 use std::time::Duration;
 
@@ -37,8 +49,10 @@ use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
     StoredOutcome, TakeOver, decide, parse_pending_cursor, pending_cursor, status_of,
 };
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
+
+mod tls;
 
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
@@ -108,14 +122,40 @@ fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError::new(format!("postgres: {e}"))
 }
 
+/// `e` and its sources, each once (a source already quoted in the message is skipped): the
+/// drivers' own `Display` leaves out the reason (`error performing TLS handshake`).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = s.source();
+    }
+    msg
+}
+
+/// [`err`] with the whole chain: for errors getting a connection (connect, TLS, auth).
+fn conn_err(e: &(dyn std::error::Error + 'static)) -> StoreError {
+    err(error_chain(e))
+}
+
 impl PgStore {
-    /// Connect (`postgres://user@host:port/db`), apply migrations, start the cleanup task.
+    /// Connect (`postgres://user:password@host:port/db?sslmode=…&sslrootcert=…`, or libpq's
+    /// `key=value` form), apply migrations, start the cleanup task.
     pub async fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e| err(format!("url {}: {e}", oncerpc_core::redact_url(url))))?;
+        let target = tls::Target::parse(url).map_err(err)?;
+        let connector = target.connector().map_err(err)?;
+        let mut config = target.config.clone();
         config.connect_timeout(Duration::from_secs(2));
-        let manager =
-            Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(
+            config,
+            connector,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
         let pool = Pool::builder(manager)
             .max_size(16)
             .runtime(Runtime::Tokio1)
@@ -124,18 +164,18 @@ impl PgStore {
             .recycle_timeout(Some(Duration::from_secs(2)))
             .build()
             .map_err(err)?;
-        migrate(&pool).await?;
+        migrate(&pool).await.map_err(|e| StoreError::new(target.explain(&e.0)))?;
         let cleanup = tokio::spawn(cleanup_loop(pool.clone()));
         Ok(PgStore { pool, cleanup })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(err)
+        self.pool.get().await.map_err(|e| conn_err(&e))
     }
 }
 
 async fn migrate(pool: &Pool) -> Result<(), StoreError> {
-    let mut client = pool.get().await.map_err(err)?;
+    let mut client = pool.get().await.map_err(|e| conn_err(&e))?;
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(err)?;
     let result = async {
         client

@@ -55,10 +55,19 @@
 //!   entry, re-adding it if the event turned processing meanwhile. A listing drops an entry whose
 //!   hash is gone only once it is older than [`PENDING_GRACE_MS`], so an event being created is
 //!   never lost.
+//! * **TLS**: a `rediss://[user:password@]host:port[/db]` URL speaks TLS (rustls, ring) to the
+//!   server and, in a cluster, to every node (at the addresses the cluster announces: their
+//!   certificates must name them). The certificate is verified — name and chain — against the
+//!   platform's root certificates, or with [`RedisOptions::ca_file`] (`store.ca_file`, a PEM
+//!   file) against that private CA only; `ca_file` with a plain `redis://` URL is refused, as
+//!   is a file without a PEM certificate. No client certificate is sent. `connect` sends a
+//!   `PING`, so a wrong or missing password fails there. Errors name the server or the file,
+//!   never the URL's password.
 //!
 //! Upgrading from the layout with one global `{prefix}:tokens` counter: the record keys moved,
 //! so drain in-flight commands first (records of the old layout are no longer read).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use oncerpc_core::BoxFuture;
@@ -75,6 +84,8 @@ use redis::{
     ServerErrorKind, Value,
 };
 use sha2::{Digest, Sha256};
+
+mod tls;
 
 /// How long `WAIT` waits for the replicas' acknowledgements.
 const WAIT_TIMEOUT_MS: u64 = 1000;
@@ -255,12 +266,16 @@ pub struct RedisOptions {
     pub wait_replicas: u32,
     /// Production mode: refuse to start on an evicting `maxmemory-policy` (else: warn).
     pub production: bool,
+    /// A PEM file of a private CA (`store.ca_file`): with a `rediss://` URL the server's
+    /// certificate must chain to it (instead of the platform's roots). Needs `rediss://`.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl RedisOptions {
-    /// Development defaults: no `WAIT`, an evicting memory policy is a warning.
+    /// Development defaults: no `WAIT`, an evicting memory policy is a warning, the platform's
+    /// roots for `rediss://`.
     pub fn new(prefix: impl Into<String>) -> Self {
-        RedisOptions { prefix: prefix.into(), wait_replicas: 0, production: false }
+        RedisOptions { prefix: prefix.into(), wait_replicas: 0, production: false, ca_file: None }
     }
 }
 
@@ -351,35 +366,45 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connect to `url` (`redis://host:port[/db]`, a standalone server or any node of a
-    /// cluster); keys are namespaced under `prefix`. Development defaults (see
-    /// [`RedisOptions::new`]).
+    /// Connect to `url` (`redis://[user:password@]host:port[/db]`, or `rediss://…` for TLS; a
+    /// standalone server or any node of a cluster); keys are namespaced under `prefix`.
+    /// Development defaults (see [`RedisOptions::new`]).
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
         RedisStore::connect_with(url, RedisOptions::new(prefix)).await
     }
 
-    /// Connect with explicit options: detects a cluster, checks `maxmemory-policy`.
+    /// Connect with explicit options: checks the server answers (`PING`: a wrong or missing
+    /// password fails here), detects a cluster, checks `maxmemory-policy`. A
+    /// `rediss://` URL speaks TLS, verified against the platform's roots or, with
+    /// [`RedisOptions::ca_file`], that CA only.
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| StoreError::new(format!("redis url {}: {e}", oncerpc_core::redact_url(url))))?;
-        let server = client.get_connection_info().addr().to_string();
+        let target = tls::Target::new(url, options.ca_file.as_deref())?;
+        let server = target.server.clone();
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(2)))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let mut manager = ConnectionManager::new_with_config(client, config)
+        let mut manager = ConnectionManager::new_with_config(target.client.clone(), config)
             .await
-            .map_err(|e| StoreError::new(format!("redis {server}: {e}")))?;
+            .map_err(|e| target.error(&format!("redis {server}"), &e))?;
+        // A server that wants a password accepts the connection without one: ask, so that a
+        // missing password fails here rather than at the first claim.
+        redis::cmd("PING")
+            .query_async::<()>(&mut manager)
+            .await
+            .map_err(|e| target.error(&format!("redis {server}"), &e))?;
         let mut conn = if cluster_enabled(&mut manager, &server).await {
-            let cluster_err = |e: RedisError| StoreError::new(format!("redis cluster {server}: {e}"));
-            let client = ClusterClient::builder(vec![url])
+            let cluster_err = |e: RedisError| target.error(&format!("redis cluster {server}"), &e);
+            let mut builder = ClusterClient::builder(vec![url])
                 .connection_timeout(Duration::from_secs(2))
                 .response_timeout(Duration::from_secs(2))
                 .retries(3)
-                .max_retry_wait(500)
-                .build()
-                .map_err(cluster_err)?;
+                .max_retry_wait(500);
+            if let Some(certs) = target.certs.clone() {
+                builder = builder.certs(certs);
+            }
+            let client = builder.build().map_err(cluster_err)?;
             let cluster = client.get_async_connection().await.map_err(cluster_err)?;
             tracing::info!(node = %server, "redis: cluster mode");
             Conn::Cluster(cluster)

@@ -64,7 +64,7 @@ async fn namespacing_cannot_be_fooled_by_separators_in_names() {
 #[tokio::test]
 async fn wait_replicas_without_replicas_fails_closed() {
     let Some(url) = url() else { return };
-    let opts = RedisOptions { prefix: prefix(), wait_replicas: 1, production: false };
+    let opts = RedisOptions { wait_replicas: 1, ..RedisOptions::new(prefix()) };
     let waiting = RedisStore::connect_with(&url, opts.clone()).await.expect("connect");
     let key = oncerpc_core::testkit::fresh_key("m", "wait");
     let started = std::time::Instant::now();

@@ -134,8 +134,7 @@ async fn records_spread_over_every_primary() {
 async fn wait_reaches_the_records_primary() {
     let Some(url) = url() else { return };
     let prefix = prefix();
-    let store =
-        connect(&url, RedisOptions { prefix: prefix.clone(), wait_replicas: 1, production: false }).await;
+    let store = connect(&url, RedisOptions { wait_replicas: 1, ..RedisOptions::new(prefix.clone()) }).await;
     let waits = async || {
         let mut out = HashMap::new();
         for (addr, mut conn) in primaries(&url).await {

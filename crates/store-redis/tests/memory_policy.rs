@@ -76,7 +76,7 @@ async fn logged<T>(f: impl AsyncFnOnce() -> T) -> (T, String) {
 }
 
 fn opts(production: bool) -> RedisOptions {
-    RedisOptions { prefix: "oncerpc-policy".into(), wait_replicas: 0, production }
+    RedisOptions { production, ..RedisOptions::new("oncerpc-policy") }
 }
 
 #[tokio::test]

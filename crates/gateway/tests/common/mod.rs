@@ -2,6 +2,7 @@
 //! this process, and a real HTTP client.
 #![allow(dead_code)]
 
+pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod upstream;
@@ -20,6 +21,18 @@ pub struct TestServer {
     pub dispatcher: Arc<oncerpc_core::Dispatcher>,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+/// A reqwest builder: reqwest is built without a TLS provider of its own (the gateway uses
+/// rustls's ring provider), so the process default is installed first.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    oncerpc::upstream::install_crypto_provider();
+    reqwest::Client::builder()
+}
+
+/// A default reqwest client (see [`http_client_builder`]).
+pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().expect("an HTTP client")
 }
 
 /// A raw HTTP answer.
@@ -71,14 +84,7 @@ impl TestServer {
         let task = tokio::spawn(app.serve(listener, async move {
             let _ = rx.await;
         }));
-        TestServer {
-            addr,
-            client: reqwest::Client::new(),
-            demo,
-            dispatcher,
-            shutdown: Some(tx),
-            task: Some(task),
-        }
+        TestServer { addr, client: http_client(), demo, dispatcher, shutdown: Some(tx), task: Some(task) }
     }
 
     /// Wait (bounded) until the record of (tenant, method, key) is `processing`: the first

@@ -30,8 +30,13 @@ impl Gateway {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
         let sink = lines.clone();
+        let mut kept = kept_log(child.id());
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = kept.as_mut() {
+                    use std::io::Write;
+                    let _ = writeln!(f, "{line}");
+                }
                 if let Some(addr) = line.split("listening on ").nth(1) {
                     let addr = addr.split(|c: char| c.is_whitespace() || c == '"').next().unwrap_or("");
                     if let Ok(a) = addr.parse::<SocketAddr>() {
@@ -126,7 +131,7 @@ pub struct Http {
 
 impl Http {
     pub fn new(base: impl Into<String>) -> Http {
-        Http { client: reqwest::Client::new(), base: base.into() }
+        Http { client: super::http_client(), base: base.into() }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -178,6 +183,25 @@ impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Where a child's log is kept for the whole run's secret scan: `ONCERPC_TEST_LOG_DIR`
+/// (set by `scripts/test.sh`, which greps every kept log for the tests' secrets at the end).
+pub fn kept_log(name: impl std::fmt::Display) -> Option<std::fs::File> {
+    let dir = PathBuf::from(std::env::var_os("ONCERPC_TEST_LOG_DIR")?);
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::File::create(dir.join(format!("oncerpc-{}-{name}.log", std::process::id()))).ok()
+}
+
+/// Keep the output of a finished child with the run's logs, see [`kept_log`].
+pub fn keep_output(output: &std::process::Output) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    if let Some(mut f) = kept_log(format_args!("output-{}", N.fetch_add(1, Ordering::Relaxed))) {
+        let _ = f.write_all(&output.stdout);
+        let _ = f.write_all(&output.stderr);
     }
 }
 

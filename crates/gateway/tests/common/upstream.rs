@@ -34,12 +34,14 @@ pub struct Behaviour {
     /// Calls being answered right now, and the most there ever were at once.
     active: AtomicU64,
     max_active: AtomicU64,
+    handshakes_failed: AtomicU64,
 }
 
 pub struct Upstream {
     pub addr: SocketAddr,
     pub state: Arc<Behaviour>,
     task: tokio::task::JoinHandle<()>,
+    scheme: &'static str,
 }
 
 impl Upstream {
@@ -51,11 +53,44 @@ impl Upstream {
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Upstream { addr, state, task }
+        Upstream { addr, state, task, scheme: "http" }
+    }
+
+    /// The same upstream over HTTPS with `tls` (rustls); a connection whose handshake fails
+    /// is dropped (and counted in `handshakes_failed`).
+    pub async fn start_tls(tls: Arc<rustls::ServerConfig>) -> Upstream {
+        let state = Arc::new(Behaviour::default());
+        let app = Router::new().route("/{step}", post(step)).with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else { continue };
+                let (acceptor, app, st) = (acceptor.clone(), app.clone(), st.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        st.handshakes_failed.fetch_add(1, Ordering::SeqCst);
+                        return;
+                    };
+                    let svc = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        Upstream { addr, state, task, scheme: "https" }
+    }
+
+    /// Connections whose TLS handshake failed ([`Upstream::start_tls`]).
+    pub fn handshakes_failed(&self) -> u64 {
+        self.state.handshakes_failed.load(Ordering::SeqCst)
     }
 
     pub fn url(&self, step: &str) -> String {
-        format!("http://{}/{step}", self.addr)
+        format!("{}://{}/{step}", self.scheme, self.addr)
     }
 
     pub fn calls(&self) -> Vec<Call> {
