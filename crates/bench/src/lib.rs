@@ -5,9 +5,9 @@
 //! ([`lua`]), the parser of wrk's `--latency` output ([`wrk`]), the Prometheus text reader used
 //! to cross-check what wrk counted ([`prom`]), `/proc` readers ([`procfs`]) and [`median`].
 //!
-//! The harness is `src/main.rs` (binary `oncerpc-bench`); the servers compared with oncerpc are
-//! the binaries `bench-jsonrpsee` and `bench-floor`; `bench-upstream` is the upstream of the
-//! sync-flow scenario.
+//! The harness is `src/main.rs` and its modules (binary `oncerpc-bench`); the servers compared
+//! with oncerpc are the binaries `bench-jsonrpsee` and `bench-floor`; `bench-upstream` is the
+//! upstream of the sync-flow scenario.
 
 /// Request bodies and the answers they must get.
 pub mod bodies {
@@ -312,11 +312,6 @@ pub mod procfs {
         field_kib(status, "VmHWM:")
     }
 
-    /// `VmRSS` (current resident set) of a `/proc/PID/status` text, in KiB.
-    pub fn vm_rss_kib(status: &str) -> Option<u64> {
-        field_kib(status, "VmRSS:")
-    }
-
     fn field_kib(status: &str, field: &str) -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(field))?;
         line[field.len()..].split_whitespace().next()?.parse().ok()
@@ -462,7 +457,6 @@ Transfer/sec:      6.27MB
     fn reads_proc_files() {
         let status = "Name:\toncerpc\nVmPeak:\t  100 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
         assert_eq!(procfs::vm_hwm_kib(status), Some(20480));
-        assert_eq!(procfs::vm_rss_kib(status), Some(10240));
         let stat = "42 (tokio (x) y) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1 2 3";
         assert_eq!(procfs::cpu_ticks(stat), Some(300));
         let m = "cpu  100 5 50 800 20 1 2 0 0 0\ncpu0 1 2 3 4\n";

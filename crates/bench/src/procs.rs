@@ -1,4 +1,5 @@
-//! Child processes (the servers under test), their `/proc` numbers, and the machine.
+//! Child processes (the servers under test), their `/proc` numbers, and the machine and code
+//! measured.
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -309,6 +310,50 @@ pub fn apt_install(package: &str) -> Result<(), String> {
         .status()
         .map_err(|e| format!("apt-get: {e}"))?;
     if status.success() { Ok(()) } else { Err(format!("apt-get install {package}: {status}")) }
+}
+
+/// The time now, for the report.
+pub fn now_utc() -> String {
+    first_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"], Path::new("/")).unwrap_or_default()
+}
+
+/// `git describe`-like: the commit and whether the work tree has changes (and where).
+pub fn git_describe(root: &Path) -> String {
+    let rev = first_line("git", &["rev-parse", "--short", "HEAD"], root).unwrap_or_else(|| "?".into());
+    let out = Command::new("git").args(["status", "--porcelain"]).current_dir(root).output();
+    let changed: std::collections::BTreeSet<String> = out
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.get(3..))
+                .map(|p| {
+                    let mut parts = p.split('/');
+                    match (parts.next(), parts.next()) {
+                        (Some("crates"), Some(c)) => format!("crates/{c}"),
+                        (Some(first), _) => first.to_owned(),
+                        _ => String::new(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if changed.is_empty() {
+        rev
+    } else {
+        format!("{rev} + uncommitted changes in {}", changed.into_iter().collect::<Vec<_>>().join(", "))
+    }
+}
+
+/// The version of `package` in Cargo.lock.
+pub fn lock_version(root: &Path, package: &str) -> Option<String> {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).ok()?;
+    let mut lines = lock.lines();
+    while let Some(l) = lines.next() {
+        if l == format!("name = \"{package}\"") {
+            return lines.next()?.strip_prefix("version = ")?.trim_matches('"').to_owned().into();
+        }
+    }
+    None
 }
 
 #[cfg(test)]
