@@ -84,6 +84,60 @@ pub async fn claim_race_has_one_winner(store: Arc<dyn Store>) {
     assert_eq!(won, 1, "exactly one claimant must win");
 }
 
+/// Many keys claimed and completed at once, each by several tasks (stores that batch writes
+/// of concurrent requests put many of these in one statement): every key has exactly one
+/// winner, every completion (and its concurrent retry) lands, and every key then replays
+/// its own outcome.
+pub async fn many_keys_at_once_each_claimed_and_completed_once(store: Arc<dyn Store>) {
+    let tenant = format!("t-{}", uuid::Uuid::new_v4().simple());
+    let keys: Vec<Arc<RecordKey>> =
+        (0..40).map(|i| Arc::new(RecordKey::new(tenant.as_str(), "m", format!("k-{i}")))).collect();
+    let mut tasks = Vec::new();
+    for round in 0..5 {
+        for (i, key) in keys.iter().enumerate() {
+            let (store, key) = (store.clone(), key.clone());
+            let fp = format!("fp-{i}");
+            tasks.push(tokio::spawn(async move {
+                let claim = store.claim(req(&key, &fp, false, LONG, TTL)).await.unwrap();
+                (i, round, claim)
+            }));
+        }
+    }
+    let mut winners = vec![Vec::new(); keys.len()];
+    for t in tasks {
+        match t.await.unwrap() {
+            (i, _, Claim::Acquired { token, kind: AcquireKind::Fresh }) => winners[i].push(token),
+            (_, _, Claim::InProgress { .. }) => {}
+            (i, round, other) => panic!("key {i}, round {round}: unexpected {other:?}"),
+        }
+    }
+    let tokens: Vec<u64> = winners
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            assert_eq!(w.len(), 1, "key {i}: exactly one winner, got {w:?}");
+            w[0]
+        })
+        .collect();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        for (i, key) in keys.iter().enumerate() {
+            let (store, key, token) = (store.clone(), key.clone(), tokens[i]);
+            tasks.push(tokio::spawn(async move {
+                let outcome = StoredOutcome::Succeeded(format!(r#"{{"key":{i}}}"#));
+                store.complete(&key, token, &outcome, TTL).await.unwrap()
+            }));
+        }
+    }
+    for t in tasks {
+        assert!(t.await.unwrap(), "a completion (or its concurrent retry) did not land");
+    }
+    for (i, key) in keys.iter().enumerate() {
+        let want = StoredOutcome::Succeeded(format!(r#"{{"key":{i}}}"#));
+        assert_eq!(done(&*store, key, &format!("fp-{i}")).await, want);
+    }
+}
+
 /// The owner died: after its lease, exactly one of many claimants takes over.
 pub async fn takeover_race_has_one_winner(store: Arc<dyn Store>) {
     let key = Arc::new(fresh_key("m", "takeover"));
@@ -498,6 +552,7 @@ macro_rules! store_suite {
             $crate::store_suite!(@tests $make;
                 claim_complete_then_duplicate,
                 claim_race_has_one_winner,
+                many_keys_at_once_each_claimed_and_completed_once,
                 takeover_race_has_one_winner,
                 fencing_rejects_stale_owner,
                 ttl_expiry,

@@ -52,6 +52,7 @@ use oncerpc_core::store::{
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
+mod group;
 mod tls;
 
 const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
@@ -110,6 +111,10 @@ const MIGRATION_LOCK: i64 = 0x006f_6e63_6572_7063; // "oncerpc" in ASCII
 pub struct PgStore {
     pool: Pool,
     cleanup: tokio::task::JoinHandle<()>,
+    /// Fresh claims of concurrent requests, one `INSERT` per batch (`group.rs`).
+    fresh: group::Group<FreshClaim, Option<u64>>,
+    /// Completions of concurrent executions, one `UPDATE` per batch.
+    completions: group::Group<Completion, bool>,
 }
 
 impl Drop for PgStore {
@@ -166,7 +171,9 @@ impl PgStore {
             .map_err(err)?;
         migrate(&pool).await.map_err(|e| StoreError::new(target.explain(&e.0)))?;
         let cleanup = tokio::spawn(cleanup_loop(pool.clone()));
-        Ok(PgStore { pool, cleanup })
+        let fresh = group::Group::start(pool.clone(), claim_fresh);
+        let completions = group::Group::start(pool.clone(), complete_batch);
+        Ok(PgStore { pool, cleanup, fresh, completions })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -326,9 +333,20 @@ fn status_code(status: EventStatus) -> i16 {
 
 impl PgStore {
     async fn claim_inner(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        let fresh = || FreshClaim {
+            key: req.key.clone(),
+            fingerprint: req.fingerprint.to_owned(),
+            lease: ms(req.lease),
+            ttl: ms(req.ttl),
+        };
+        if let Some(token) = self.fresh.submit(fresh()).await? {
+            return Ok(Claim::Acquired { token, kind: AcquireKind::Fresh });
+        }
         let mut client = self.client().await?;
-        for _ in 0..3 {
-            if let Some(token) = claim_fresh(&client, req).await? {
+        for attempt in 0..3 {
+            if attempt > 0
+                && let Some(token) = self.fresh.submit(fresh()).await?
+            {
                 return Ok(Claim::Acquired { token, kind: AcquireKind::Fresh });
             }
             if let Some(claim) = claim_locked(&mut client, req).await? {
@@ -340,18 +358,123 @@ impl PgStore {
     }
 }
 
-/// The fast path: a key never seen (or deleted) is taken in one statement. `None`: the row
-/// exists.
-async fn claim_fresh(client: &impl GenericClient, req: &ClaimRequest<'_>) -> Result<Option<u64>, StoreError> {
+/// A fresh claim waiting for its batch.
+struct FreshClaim {
+    key: RecordKey,
+    fingerprint: String,
+    lease: i64,
+    ttl: i64,
+}
+
+impl group::Keyed for FreshClaim {
+    fn key(&self) -> &RecordKey {
+        &self.key
+    }
+}
+
+/// The record key's three columns of a batch of items, each as an array.
+fn key_arrays<T: group::Keyed>(items: &[T]) -> [Vec<&str>; 3] {
+    let keys = items.iter().map(group::Keyed::key);
+    [
+        keys.clone().map(|k| &*k.tenant).collect(),
+        keys.clone().map(|k| &*k.method).collect(),
+        keys.map(|k| &*k.key).collect(),
+    ]
+}
+
+/// Rows by record key: the first three columns of each row are `tenant, method, key`.
+fn by_key(rows: &[Row]) -> std::collections::HashMap<(&str, &str, &str), &Row> {
+    rows.iter().map(|r| ((r.get(0), r.get(1), r.get(2)), r)).collect()
+}
+
+/// The fast path, for a batch: keys never seen (or deleted) are taken in one statement, one
+/// commit. Each item's answer: its token, or `None` when its row exists. Items are written in
+/// key order, so two batches that share keys wait on each other instead of deadlocking.
+async fn claim_fresh(
+    client: deadpool_postgres::Object,
+    mut items: Vec<FreshClaim>,
+) -> Result<Vec<Option<u64>>, StoreError> {
+    let order = |c: &FreshClaim| (c.key.tenant.clone(), c.key.method.clone(), c.key.key.clone());
+    let mut idx: Vec<usize> = (0..items.len()).collect();
+    idx.sort_by_key(|&i| order(&items[i]));
+    let sorted: Vec<FreshClaim> = {
+        let mut slots: Vec<Option<FreshClaim>> = items.drain(..).map(Some).collect();
+        idx.iter().map(|&i| slots[i].take().expect("each index once")).collect()
+    };
+    let [tenants, methods, keys] = key_arrays(&sorted);
+    let fingerprints: Vec<&str> = sorted.iter().map(|c| c.fingerprint.as_str()).collect();
+    let leases: Vec<i64> = sorted.iter().map(|c| c.lease).collect();
+    let ttls: Vec<i64> = sorted.iter().map(|c| c.ttl).collect();
     // One reading of the clock; a processing row never expires before its lease.
     let sql = format!(
         "INSERT INTO oncerpc_records (tenant, method, key, fingerprint, state, token, lease_until, expires_at)
-         SELECT $1, $2, $3, $4, 0, nextval('oncerpc_tokens'), c.now + $5, c.now + greatest($5, $6)
-         FROM (SELECT {NOW} AS now) c
-         ON CONFLICT (tenant, method, key) DO NOTHING RETURNING token"
+         SELECT i.tenant, i.method, i.key, i.fingerprint, 0, nextval('oncerpc_tokens'),
+                c.now + i.lease, c.now + greatest(i.lease, i.ttl)
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[])
+                WITH ORDINALITY AS i(tenant, method, key, fingerprint, lease, ttl, n),
+              (SELECT {NOW} AS now) c
+         ORDER BY i.n
+         ON CONFLICT (tenant, method, key) DO NOTHING RETURNING tenant, method, key, token"
     );
-    let rows = query_key(client, &sql, req.key, &[&req.fingerprint, &ms(req.lease), &ms(req.ttl)]).await?;
-    Ok(rows.first().map(|row| row.get::<_, i64>(0) as u64))
+    let rows = query(&client, &sql, &[&tenants, &methods, &keys, &fingerprints, &leases, &ttls]).await?;
+    let taken = by_key(&rows);
+    let mut answers = vec![None; sorted.len()];
+    for (pos, &i) in idx.iter().enumerate() {
+        answers[i] = taken.get(&(tenants[pos], methods[pos], keys[pos])).map(|r| r.get::<_, i64>(3) as u64);
+    }
+    Ok(answers)
+}
+
+/// A completion waiting for its batch.
+struct Completion {
+    key: RecordKey,
+    token: i64,
+    state: i16,
+    outcome: String,
+    ttl: i64,
+}
+
+impl group::Keyed for Completion {
+    fn key(&self) -> &RecordKey {
+        &self.key
+    }
+}
+
+/// Completions, for a batch, in one statement and one commit. Per item, as before: `cur`
+/// locks the row if the outcome may land (processing under the item's token) or already did
+/// (done under that token with this outcome); a concurrent writer is waited for and the
+/// condition checked again on its version, so a retry racing its own first attempt still
+/// answers `true`. Only a processing row is written. Rows are locked in key order.
+async fn complete_batch(
+    client: deadpool_postgres::Object,
+    items: Vec<Completion>,
+) -> Result<Vec<bool>, StoreError> {
+    let [tenants, methods, keys] = key_arrays(&items);
+    let tokens: Vec<i64> = items.iter().map(|c| c.token).collect();
+    let states: Vec<i16> = items.iter().map(|c| c.state).collect();
+    let outcomes: Vec<&str> = items.iter().map(|c| c.outcome.as_str()).collect();
+    let ttls: Vec<i64> = items.iter().map(|c| c.ttl).collect();
+    let sql = format!(
+        "WITH i AS (
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int2[], $6::text[], $7::int8[])
+             AS i(tenant, method, key, token, state, outcome, ttl)
+         ), cur AS (
+           SELECT r.tenant, r.method, r.key, r.state FROM oncerpc_records r
+           JOIN i ON r.tenant = i.tenant AND r.method = i.method AND r.key = i.key
+           WHERE r.token = i.token AND (r.state = 0 OR (r.state = i.state AND r.outcome = i.outcome))
+           ORDER BY r.tenant, r.method, r.key
+           FOR UPDATE OF r
+         ), landed AS (
+           UPDATE oncerpc_records r SET state = i.state, outcome = i.outcome, lease_until = 0,
+             expires_at = {NOW} + i.ttl, takeover_token = NULL, takeover_until = NULL
+           FROM cur JOIN i ON cur.tenant = i.tenant AND cur.method = i.method AND cur.key = i.key
+           WHERE cur.state = 0 AND r.tenant = cur.tenant AND r.method = cur.method AND r.key = cur.key
+         )
+         SELECT tenant, method, key FROM cur"
+    );
+    let rows = query(&client, &sql, &[&tenants, &methods, &keys, &tokens, &states, &outcomes, &ttls]).await?;
+    let landed = by_key(&rows);
+    Ok((0..items.len()).map(|n| landed.contains_key(&(tenants[n], methods[n], keys[n]))).collect())
 }
 
 /// The locked path: lock the row, let [`decide`] rule, write back what it returns. `None`:
@@ -445,27 +568,14 @@ impl Store for PgStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let client = self.client().await?;
-            // `cur` locks the row if the outcome may land (processing under `token`) or already
-            // did (done under `token` with this outcome); a concurrent writer is waited for and
-            // the condition checked again on its version, so a retry racing its own first
-            // attempt still answers `true`. Only a processing row is written.
-            let sql = format!(
-                "WITH cur AS (
-                   SELECT state FROM oncerpc_records
-                   WHERE tenant = $1 AND method = $2 AND key = $3 AND token = $4
-                     AND (state = 0 OR (state = $5 AND outcome = $6))
-                   FOR UPDATE
-                 ), landed AS (
-                   UPDATE oncerpc_records r SET state = $5, outcome = $6, lease_until = 0,
-                     expires_at = {NOW} + $7, takeover_token = NULL, takeover_until = NULL
-                   FROM cur WHERE cur.state = 0 AND r.tenant = $1 AND r.method = $2 AND r.key = $3
-                 )
-                 SELECT count(*) FROM cur"
-            );
-            let params: [Param<'_>; 4] =
-                [&(token as i64), &outcome_state(outcome), &outcome.json(), &ms(ttl)];
-            Ok(count(&query_key(&client, &sql, key, &params).await?) == 1)
+            let item = Completion {
+                key: key.clone(),
+                token: token as i64,
+                state: outcome_state(outcome),
+                outcome: outcome.json().to_owned(),
+                ttl: ms(ttl),
+            };
+            self.completions.submit(item).await
         })
     }
 
