@@ -147,16 +147,12 @@ impl Flow {
         failure: Failure,
     ) -> RpcError {
         let status = status.map(|s| s.as_u16());
-        let tls = match failure {
-            Failure::Unreachable(_, tls) => tls,
-            _ => None,
-        };
-        let (member, detail) = match failure {
-            Failure::Unreachable(e, _) => ("error", e),
-            Failure::Read(e) => ("error", e),
-            Failure::NotJson(e) => ("error", e),
-            Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned()),
-            Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes")),
+        let (member, detail, tls) = match failure {
+            Failure::Unreachable(e, tls) => ("error", e, tls),
+            Failure::Read(e) => ("error", e, None),
+            Failure::NotJson(e) => ("error", e, None),
+            Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned(), None),
+            Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes"), None),
         };
         tracing::warn!(
             correlation_id = %ctx.correlation_id,

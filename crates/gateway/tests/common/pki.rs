@@ -98,6 +98,15 @@ fn certs(path: &PathBuf) -> Vec<rustls_pki_types::CertificateDer<'static>> {
     rustls_pki_types::CertificateDer::pem_file_iter(path).unwrap().map(Result::unwrap).collect()
 }
 
+/// The certificates of a PEM file as a trust store.
+fn roots(path: &PathBuf) -> Arc<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs(path) {
+        roots.add(c).unwrap();
+    }
+    Arc::new(roots)
+}
+
 /// The DER of the first certificate in a PEM file.
 pub fn cert_der(path: &PathBuf) -> Vec<u8> {
     certs(path).remove(0).to_vec()
@@ -130,15 +139,11 @@ pub fn server_config(pair: &Pair, client_ca: Option<&PathBuf>) -> Arc<rustls::Se
 
 /// A client config trusting only `ca`.
 pub fn client_config(ca: &PathBuf) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in certs(ca) {
-        roots.add(c).unwrap();
-    }
     Arc::new(
         rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_root_certificates(roots)
+            .with_root_certificates(roots(ca))
             .with_no_client_auth(),
     )
 }
