@@ -106,7 +106,7 @@ impl Dispatcher {
         let started = Instant::now();
         let m = self.registry.get(method).ok_or_else(RpcError::method_not_found)?.clone();
         let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
-        let prepared = self.prepare(&m, params, cid.clone(), meta, true)?;
+        let prepared = self.prepare(&m, m.name.clone(), params, cid.clone(), meta, true)?;
         let keyed = prepared.keyed.expect("async executions are always keyed");
         let record = RecordKey::new(meta.tenant.clone(), m.name.clone(), keyed.key.clone());
         let id = event_id(&record);
