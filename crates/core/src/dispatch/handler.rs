@@ -1,0 +1,50 @@
+//! One handler call: its deadline and its panic guard.
+
+use std::time::Instant;
+
+use futures::FutureExt;
+use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
+
+use crate::method::{Context, Method};
+
+/// Run a handler with its deadline; a panic becomes `-32603` and the server carries on.
+/// The deadline is `started + timeout`: no clock read here.
+pub(crate) async fn run_handler(
+    method: &Method,
+    ctx: Context,
+    params: Option<&RawValue>,
+    started: Instant,
+) -> Outcome {
+    let cid = ctx.correlation_id.clone();
+    let mut call =
+        std::pin::pin!(std::panic::AssertUnwindSafe(method.handler.call(ctx, params)).catch_unwind());
+    // A handler that answers on its first poll (every handler that cannot block) needs no
+    // timer: the deadline is only armed for one that has to wait. Building and dropping a
+    // `Sleep` per call was ~5 % of the server's CPU on batches of 50.
+    let finished = match futures::poll!(call.as_mut()) {
+        std::task::Poll::Ready(done) => Ok(done),
+        std::task::Poll::Pending => {
+            let deadline = tokio::time::Instant::from_std(started + method.spec.timeout);
+            // Boxed: the timer is then not part of every call's future (it would be moved with
+            // each entry of a batch).
+            Box::pin(tokio::time::timeout_at(deadline, call)).await
+        }
+    };
+    match finished {
+        Ok(Ok(Ok(result))) => Outcome::Result(result),
+        Ok(Ok(Err(e))) => Outcome::Error(e),
+        Ok(Err(panic)) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            tracing::error!(correlation_id = %cid, panic = %what, "handler panicked");
+            Outcome::Error(RpcError::internal("the handler panicked"))
+        }
+        Err(_) => Outcome::Error(
+            RpcError::new(ErrorCode::Timeout)
+                .data(serde_json::json!({ "timeout_ms": method.spec.timeout.as_millis() as u64 })),
+        ),
+    }
+}

@@ -1,0 +1,185 @@
+//! Keyed executions (DESIGN §3): the claim, the task that runs and records the handler,
+//! keys shared within a batch, and the answers of claims and stored outcomes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
+use tracing::Instrument;
+
+use super::Dispatcher;
+use super::batch::{BatchLocal, Shared};
+use super::handler::run_handler;
+use super::prepare::Keyed;
+use crate::execution::{Acquired, Settled, in_progress, lease_for};
+use crate::method::{Context, IdempotencyStatus, Method};
+use crate::store::{Claim, RecordKey, StoredOutcome};
+
+/// The idempotency key and status of a single command, for response headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyInfo {
+    pub key: Arc<str>,
+    pub status: IdempotencyStatus,
+    /// With `processing`: when to try again (DESIGN §3), for HTTP's `Retry-After`.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl IdempotencyInfo {
+    fn of(key: Arc<str>, status: IdempotencyStatus, outcome: &Outcome) -> Self {
+        let retry_after_ms = match status {
+            IdempotencyStatus::Processing => crate::execution::in_progress_hint(outcome),
+            _ => None,
+        };
+        IdempotencyInfo { key, status, retry_after_ms }
+    }
+}
+
+impl Dispatcher {
+    pub(super) async fn execute_keyed(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        ctx: Context,
+        keyed: Keyed,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyInfo>) {
+        let key = keyed.key.clone();
+        let Some(local) = local else {
+            let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;
+            let info = status.map(|status| IdempotencyInfo::of(key, status, &outcome));
+            return (outcome, info);
+        };
+        // Inside a batch: the first entry with this (method, key) runs, the others share it.
+        let cell = {
+            let mut map = local.keyed.lock().expect("batch-local lock");
+            map.entry((method.name.clone(), key.clone())).or_default().clone()
+        };
+        let mut ran = false;
+        let ran_ref = &mut ran;
+        let keyed_ref = &keyed;
+        let shared = cell
+            .get_or_init(move || async move {
+                *ran_ref = true;
+                let (outcome, status) = self.claim_and_run(method, params, ctx, keyed_ref, started).await;
+                Shared { fingerprint: keyed_ref.fingerprint.clone(), outcome, status }
+            })
+            .await
+            .clone();
+        let status = if ran {
+            shared.status
+        } else {
+            // A later entry of the batch with the same key: the same rules as a retry.
+            if keyed.fingerprint != shared.fingerprint {
+                return (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None);
+            }
+            match shared.status {
+                Some(IdempotencyStatus::New) => Some(IdempotencyStatus::Duplicate),
+                other => other,
+            }
+        };
+        let info = status.map(|status| IdempotencyInfo::of(key, status, &shared.outcome));
+        (shared.outcome, info)
+    }
+
+    /// The lease of `method`'s executions.
+    pub(crate) fn lease(&self, method: &Method) -> Duration {
+        lease_for(self.config.idempotency.lease, method.spec.timeout)
+    }
+
+    /// Claim the record of a keyed command and act on the answer (DESIGN §3 "Outcomes").
+    /// From the claim on, everything runs in a task of its own (spawned first): a client that
+    /// hangs up cannot leave a claim that nobody runs, nor cut an execution or its record short.
+    async fn claim_and_run(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        mut ctx: Context,
+        keyed: &Keyed,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyStatus>) {
+        let record_key =
+            RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
+        if let Some(known) = self.exec.known(&record_key, &keyed.fingerprint, keyed.force_retry) {
+            return answer(known);
+        }
+        // Refused before anything is claimed when the execution budget is spent.
+        let permit = match self.exec.permit() {
+            Ok(p) => p,
+            Err(e) => return (Outcome::Error(e), None),
+        };
+        let exec = self.exec.clone();
+        let method = method.clone();
+        let params: Option<Box<RawValue>> = params.map(|p| p.to_owned());
+        let (fingerprint, force_retry) = (keyed.fingerprint.clone(), keyed.force_retry);
+        let lease = self.lease(&method);
+        // The task answers through `reply` as soon as it can (after the first write of the
+        // outcome), and goes on storing it if that write failed.
+        let (reply, answered) = tokio::sync::oneshot::channel();
+        self.exec.spawn(
+            async move {
+                // Held until the outcome is stored, not only until the client is answered.
+                let _permit = permit;
+                let deadline = started + method.spec.timeout;
+                let token = match exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline).await
+                {
+                    Err(e) => return drop(reply.send((Outcome::Error(e), None))),
+                    Ok(Acquired::Not(claim)) => return drop(reply.send(answer(claim))),
+                    Ok(Acquired::Owner { token, .. }) => token,
+                };
+                ctx.idempotency_status = Some(IdempotencyStatus::New);
+                let work = run_handler(&method, ctx, params.as_deref(), started);
+                let early = |outcome: &Outcome, settled: &Settled| {
+                    let _ = reply.send(owner_answer(outcome, settled));
+                };
+                exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
+            }
+            .in_current_span(),
+        );
+        match answered.await {
+            Ok(answered) => answered,
+            Err(_) => {
+                (Outcome::Error(RpcError::internal("the execution task ended without an answer")), None)
+            }
+        }
+    }
+}
+
+/// The answer of the request whose execution owned the record.
+fn owner_answer(outcome: &Outcome, settled: &Settled) -> (Outcome, Option<IdempotencyStatus>) {
+    match settled {
+        Settled::Stored | Settled::Released | Settled::Storing => {
+            (outcome.clone(), Some(IdempotencyStatus::New))
+        }
+        // Fenced out: this execution's result is not the key's outcome.
+        Settled::Fenced(Some(current)) => (replay(current), Some(IdempotencyStatus::Duplicate)),
+        Settled::Fenced(None) => (Outcome::Error(in_progress(1000)), Some(IdempotencyStatus::Processing)),
+    }
+}
+
+/// The answer to a claim this request did not acquire.
+fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
+    match claim {
+        Claim::InProgress { retry_after_ms } => {
+            (Outcome::Error(in_progress(retry_after_ms)), Some(IdempotencyStatus::Processing))
+        }
+        Claim::Done(stored, _) => (replay(&stored), Some(IdempotencyStatus::Duplicate)),
+        Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
+        Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
+        Claim::Acquired { .. } => (Outcome::Error(RpcError::internal("an acquired claim was not run")), None),
+    }
+}
+
+/// A stored outcome as it is answered again, byte for byte.
+pub(crate) fn replay(stored: &StoredOutcome) -> Outcome {
+    match stored {
+        StoredOutcome::Succeeded(json) => match RawValue::from_string(json.clone()) {
+            Ok(raw) => Outcome::Result(raw),
+            Err(e) => Outcome::Error(RpcError::internal(format_args!("stored result is not JSON: {e}"))),
+        },
+        StoredOutcome::Failed(json) => match RpcError::from_json(json) {
+            Ok(err) => Outcome::Error(err),
+            Err(e) => Outcome::Error(RpcError::internal(format_args!("stored error is not JSON: {e}"))),
+        },
+    }
+}

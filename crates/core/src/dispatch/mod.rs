@@ -1,0 +1,247 @@
+//! The dispatcher: one body in, one body (or nothing) out.
+//!
+//! body → [`oncerpc_protocol::parse`] → batch rules → for each entry: policy (DESIGN §2) →
+//! params schema → handler (deadline, panic guard) → response bytes, in request order.
+//!
+//! One file per job: one entry's policy and execution (`entry`), batches (`batch`),
+//! validation (`prepare`), keyed executions (`keyed`), the handler call (`handler`), the
+//! access line and metrics (`observe`), correlation ids (`ids`).
+
+mod batch;
+mod entry;
+mod handler;
+mod ids;
+mod keyed;
+mod observe;
+mod prepare;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use oncerpc_protocol::{Message, Outcome, RawValue, RpcError};
+use tracing::Instrument;
+
+pub(crate) use handler::run_handler;
+use ids::correlation_id;
+pub use ids::generated_id;
+pub use keyed::IdempotencyInfo;
+pub use prepare::RESERVED_PARAMS;
+
+use crate::cache::DoneCache;
+use crate::execution::Executions;
+use crate::idempotency::IdempotencyConfig;
+use crate::memory::MemoryStore;
+use crate::metrics::Metrics;
+use crate::openrpc;
+use crate::registry::Registry;
+use crate::store::Store;
+
+/// Batch rules (DESIGN §1, "Batches").
+#[derive(Debug, Clone)]
+pub struct BatchConfig {
+    pub enabled: bool,
+    pub max_size: usize,
+    /// How many entries of one batch may execute at the same time.
+    pub max_concurrency: usize,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        BatchConfig { enabled: true, max_size: 50, max_concurrency: 16 }
+    }
+}
+
+/// Dispatcher settings.
+#[derive(Debug, Clone)]
+pub struct DispatcherConfig {
+    pub batch: BatchConfig,
+    pub idempotency: IdempotencyConfig,
+    /// Keyed executions (and async events) running at once, including those whose client
+    /// left: past it, new ones are refused with `-32007` before anything is claimed.
+    pub max_background: usize,
+}
+
+impl Default for DispatcherConfig {
+    fn default() -> Self {
+        DispatcherConfig {
+            batch: BatchConfig::default(),
+            idempotency: IdempotencyConfig::default(),
+            max_background: 1024,
+        }
+    }
+}
+
+/// Who is asking and what the transport said about idempotency, as established by the
+/// front door.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub tenant: Arc<str>,
+    /// A key from the transport (`X-Idempotency-Key` / `Idempotency-Key`).
+    pub idempotency_key: Option<Arc<str>>,
+    /// Force retry requested by the transport (`X-Force-Retry: true`).
+    pub force_retry: bool,
+    /// A correlation id given by the caller (flows door: `X-Correlation-Id`).
+    pub correlation_id: Option<Arc<str>>,
+    /// The flow step whose output is the result (flows door: `?return_step=`).
+    pub return_step: Option<Arc<str>>,
+}
+
+impl Default for RequestMeta {
+    fn default() -> Self {
+        RequestMeta {
+            tenant: Arc::from(DEFAULT_TENANT),
+            idempotency_key: None,
+            force_retry: false,
+            correlation_id: None,
+            return_step: None,
+        }
+    }
+}
+
+/// The tenant of every request when no tenants are configured.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// What the front door sends back.
+#[derive(Debug)]
+pub struct Reply {
+    /// The response body; `None` when there is nothing to return (HTTP `204`).
+    pub body: Option<Vec<u8>>,
+    /// For `X-Correlation-Id`: a single request's id text, else a generated id.
+    pub correlation_id: Arc<str>,
+    /// A single command's idempotency key and status (not set for batches).
+    pub idempotency: Option<IdempotencyInfo>,
+}
+
+/// Answers JSON-RPC bodies against a [`Registry`].
+pub struct Dispatcher {
+    pub(crate) registry: Registry,
+    pub(crate) config: DispatcherConfig,
+    discover: Box<RawValue>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) metrics: Metrics,
+    /// Async events executing in this process (not to be resumed by its own scanner).
+    pub(crate) running_events: Mutex<std::collections::HashSet<String>>,
+    /// Keyed executions: claims, leases, outcomes, and the tasks shutdown waits for.
+    pub(crate) exec: Arc<Executions>,
+}
+
+impl Dispatcher {
+    /// A dispatcher whose idempotency records live in a fresh [`MemoryStore`].
+    pub fn new(registry: Registry, config: DispatcherConfig) -> Self {
+        Self::with_store(registry, config, Arc::new(MemoryStore::default()))
+    }
+
+    /// A dispatcher over the given idempotency store.
+    pub fn with_store(registry: Registry, config: DispatcherConfig, store: Arc<dyn Store>) -> Self {
+        let doc = openrpc::document(&registry, "oncerpc", env!("CARGO_PKG_VERSION"));
+        let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
+        let done_cache = store.cache_successes().then(|| Arc::new(DoneCache::new(100_000)));
+        let metrics = Metrics::new();
+        let exec = Arc::new(Executions::new(
+            store.clone(),
+            done_cache,
+            metrics.clone(),
+            config.idempotency.ttl,
+            config.max_background,
+        ));
+        for m in registry.iter() {
+            let _ = m.metrics.set(metrics.for_method(&m.name, m.spec.kind.as_str()));
+        }
+        Dispatcher {
+            registry,
+            config,
+            discover,
+            store,
+            metrics,
+            running_events: Mutex::new(Default::default()),
+            exec,
+        }
+    }
+
+    /// This dispatcher's Prometheus metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Call one method directly, as the flows door does (no JSON-RPC envelope): policy,
+    /// schema, idempotency, handler. Returns the outcome, the idempotency key and status,
+    /// and the correlation id used.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        meta: &RequestMeta,
+    ) -> (Outcome, Option<IdempotencyInfo>, Arc<str>) {
+        let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
+        // The request's context for every line logged while it runs; its own details are on
+        // its one access line (`observe`).
+        let span = tracing::info_span!("call", correlation_id = %cid);
+        let started = Instant::now();
+        let run = async {
+            let Some(m) = self.registry.get(method) else {
+                let outcome = Outcome::Error(RpcError::method_not_found());
+                self.observe(method, &cid, None, meta, &outcome, None, started.elapsed(), None);
+                return (outcome, None);
+            };
+            self.execute_observed(m, params, cid.clone(), meta, None, started).await
+        };
+        let (outcome, info) = run.instrument(span).await;
+        (outcome, info, cid)
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Graceful shutdown of the executions (call after the front door stopped accepting):
+    /// wait up to `grace` for every execution this dispatcher started — commands whose client
+    /// left, async events, outcomes still being written — then log each record left
+    /// `processing`. Returns how many were left.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.exec.shutdown(grace).await
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn config(&self) -> &DispatcherConfig {
+        &self.config
+    }
+
+    /// The OpenRPC document (`rpc.discover`, `GET /openrpc.json`).
+    pub fn openrpc(&self) -> &RawValue {
+        &self.discover
+    }
+
+    /// Answer one body: a single request or a batch.
+    pub async fn handle(&self, body: &[u8], meta: &RequestMeta) -> Reply {
+        // One clock read per body: deadlines and latencies of every entry start here.
+        let started = Instant::now();
+        let message = match oncerpc_protocol::parse(body) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::info!(error = %e, "parse error");
+                return Reply {
+                    body: Some(oncerpc_protocol::error_body(&e)),
+                    correlation_id: generated_id(),
+                    idempotency: None,
+                };
+            }
+        };
+        match message {
+            Message::Single(entry) => {
+                let cid = correlation_id(&entry);
+                let mut idempotency = None;
+                let body = self.run_entry(entry, cid.clone(), meta, None, started).await.map(|a| {
+                    idempotency = a.idempotency;
+                    let mut out = Vec::with_capacity(128);
+                    oncerpc_protocol::write_outcome(&mut out, a.id, &a.outcome);
+                    out
+                });
+                Reply { body, correlation_id: cid, idempotency }
+            }
+            Message::Batch(entries) => self.handle_batch(entries, meta, started).await,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! What is logged and counted of each request: the access line, the metrics, and a
+//! request dropped before its answer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use oncerpc_protocol::{Outcome, RawValue};
+
+use super::batch::BatchLocal;
+use super::keyed::IdempotencyInfo;
+use super::{Dispatcher, RequestMeta};
+use crate::method::Method;
+use crate::metrics::{CLIENT_CLOSED, Metrics};
+
+/// A request's access-log line (DESIGN §7): at `info` for a single request or stdio message,
+/// at `debug` for an entry of a batch (the batch writes one `info` line of its own).
+macro_rules! access_line {
+    ($batch:expr, $($arg:tt)+) => {
+        if $batch.is_some() {
+            tracing::debug!($($arg)+)
+        } else {
+            tracing::info!($($arg)+)
+        }
+    };
+}
+pub(super) use access_line;
+
+impl Dispatcher {
+    /// [`execute`](Self::execute), then the log line and metrics of the answer. When the
+    /// future is dropped first (the client hung up: hyper drops the request's future), the
+    /// request is logged and counted with outcome `client_closed` instead, so every request
+    /// shows up once. A command that was claimed still runs to the end in its own task and
+    /// its outcome is stored (`run_recorded`).
+    pub(super) async fn execute_observed(
+        &self,
+        method: &Arc<Method>,
+        params: Option<&RawValue>,
+        cid: Arc<str>,
+        meta: &RequestMeta,
+        local: Option<&BatchLocal>,
+        started: Instant,
+    ) -> (Outcome, Option<IdempotencyInfo>) {
+        let mut unanswered = Unanswered { metrics: &self.metrics, method, cid: &cid, started, armed: true };
+        let (outcome, idempotency) = self.execute(method, params, cid.clone(), meta, local, started).await;
+        unanswered.armed = false;
+        let elapsed = started.elapsed();
+        self.observe(&method.name, &cid, Some(method), meta, &outcome, idempotency.as_ref(), elapsed, local);
+        (outcome, idempotency)
+    }
+
+    /// The one access-log line and the metrics of an answered request (DESIGN §7).
+    /// `requested`: the method name as sent (logged escaped and cut); `method`: the
+    /// registered method, when there is one.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn observe(
+        &self,
+        requested: &str,
+        cid: &str,
+        method: Option<&Arc<Method>>,
+        meta: &RequestMeta,
+        outcome: &Outcome,
+        idempotency: Option<&IdempotencyInfo>,
+        elapsed: Duration,
+        batch: Option<&BatchLocal>,
+    ) {
+        let duration_us = elapsed.as_micros() as u64;
+        let (name, kind) = method.map_or(("unknown", "unknown"), |m| (&*m.name, m.spec.kind.as_str()));
+        let code = match outcome {
+            Outcome::Result(_) => None,
+            Outcome::Error(e) => Some(e.code.code()),
+        };
+        access_line!(
+            batch,
+            // The span's when the request has one; a query has none (see `run_entry`), so its
+            // line carries the id itself. Evaluated only when the line is written.
+            correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid)),
+            method = %crate::LogSafe(requested),
+            kind = %kind,
+            tenant = %meta.tenant,
+            idempotency_status = idempotency.map(|i| tracing::field::display(i.status.as_str())),
+            duration_us,
+            outcome = %if code.is_none() { "ok" } else { "error" },
+            code,
+            "request"
+        );
+        let handles = method.and_then(|m| m.metrics.get());
+        if let Some(info) = idempotency {
+            match handles {
+                Some(h) => h.statuses[info.status as usize].inc(),
+                None => self.metrics.idempotency(name, info.status.as_str()),
+            }
+        }
+        match (code, handles) {
+            (None, Some(h)) => match (batch, method) {
+                (Some(batch), Some(m)) => batch.ok(m, h, elapsed),
+                _ => {
+                    h.ok.inc();
+                    h.latency.observe(elapsed.as_secs_f64());
+                }
+            },
+            (None, None) => self.metrics.request(name, kind, "ok", elapsed),
+            (Some(code), _) => self.metrics.request(name, kind, &code.to_string(), elapsed),
+        }
+    }
+}
+
+/// Logs and counts a request whose future was dropped before it had an answer (see
+/// [`Dispatcher::execute_observed`]). Dropped inside the request's span, so the log line
+/// carries its correlation id.
+struct Unanswered<'a> {
+    metrics: &'a Metrics,
+    method: &'a Method,
+    cid: &'a str,
+    started: Instant,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let elapsed = self.started.elapsed();
+            tracing::info!(
+                correlation_id = %self.cid,
+                method = %crate::LogSafe(&self.method.name),
+                duration_us = elapsed.as_micros() as u64,
+                outcome = CLIENT_CLOSED,
+                "request"
+            );
+            self.metrics.client_closed(&self.method.name, self.method.spec.kind.as_str());
+        }
+    }
+}
