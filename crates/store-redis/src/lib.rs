@@ -137,12 +137,15 @@ local function next_token()
   redis.call('SET', KEYS[2], num(token), 'PX', ARGV[6])
   return token
 end
+-- One HSET with every field and one PEXPIRE; a fresh claim has no record to delete.
 local function owned(kind)
   local token = next_token()
   local lease_end = now + lease
-  redis.call('DEL', KEYS[1])
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', num(token), 'lease', num(lease_end))
-  expire_at(KEYS[1], math.max(now + ttl, lease_end), now)
+  local at = math.max(now + ttl, lease_end)
+  if kind ~= 'fresh' then redis.call('DEL', KEYS[1]) end
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', num(token), 'lease', num(lease_end),
+    'expires', num(at))
+  redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
   return {'acquired', num(token), kind}
 end
 if not fp then return owned('fresh') end
@@ -194,9 +197,10 @@ local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'outcome')
 if rec[2] ~= ARGV[1] then return 0 end
 if rec[1] == 'p' then
   local now = clock()
-  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3])
+  local at = now + tonumber(ARGV[4])
+  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3], 'expires', num(at))
   redis.call('HDEL', KEYS[1], 'lease', 'tt', 'tu')
-  expire_at(KEYS[1], now + tonumber(ARGV[4]), now)
+  redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
   return 1
 end
 if rec[1] == ARGV[2] and rec[3] == ARGV[3] then return 1 end
