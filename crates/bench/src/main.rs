@@ -26,11 +26,13 @@
 //! - `run`: the run loop, wrk, the CPU times around each measured run;
 //! - `checks`: the answers judged before a measured run, the counters verified after it;
 //! - `report` and `chart`: latest.md, latest.json and the PNG;
+//! - `anchor`: the pgbench anchor of the PostgreSQL command rows (run, parsed, reported);
 //! - `procs`, `client`, `stalls`: child processes and the machine, the HTTP client of the
 //!   checks, the slow-loris connections of the edge row.
 //!
 //! `cargo test` never starts a load run: only the unit tests run.
 
+mod anchor;
 mod chart;
 mod checks;
 mod cli;

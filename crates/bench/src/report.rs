@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use oncerpc_bench::median;
 use serde::{Deserialize, Serialize};
 
+use crate::anchor::{self, AnchorRun, AnchorSummary};
 use crate::checks::CHECK_REQUESTS;
 use crate::cli::RunArgs;
 use crate::procs::Machine;
@@ -93,6 +94,11 @@ pub struct Report {
     pub problems: Vec<String>,
     pub clean: bool,
     pub runs: Vec<RunRecord>,
+    /// The pgbench anchor of the PostgreSQL rows: each repetition, and the medians.
+    #[serde(default)]
+    pub anchor_runs: Vec<AnchorRun>,
+    #[serde(default)]
+    pub anchor: Option<AnchorSummary>,
 }
 
 fn server_rank(s: &str) -> usize {
@@ -108,6 +114,7 @@ fn server_rank(s: &str) -> usize {
 pub fn build(
     meta: Meta,
     runs: &[RunRecord],
+    anchor_runs: &[AnchorRun],
     processes: Vec<ProcInfo>,
     skipped: Vec<String>,
     notes: Vec<String>,
@@ -172,20 +179,14 @@ pub fn build(
             }
         })
         .collect();
-    let rps = |scenario: &str, server: &str| {
-        rows.iter()
-            .find(|r| r.scenario == scenario && r.server == server)
-            .map(|r| r.req_per_s)
-            .filter(|x| !x.is_nan() && *x > 0.0)
-    };
     let ratios = rows
         .iter()
         .filter(|r| r.shared && r.server == "oncerpc")
         .map(|r| Ratio {
             scenario: r.scenario.clone(),
             title: r.title.clone(),
-            oncerpc_per_jsonrpsee: rps(&r.scenario, "jsonrpsee").map(|j| r.req_per_s / j),
-            oncerpc_per_floor: rps(&r.scenario, "floor").map(|f| r.req_per_s / f),
+            oncerpc_per_jsonrpsee: rps(&rows, &r.scenario, "jsonrpsee").map(|j| r.req_per_s / j),
+            oncerpc_per_floor: rps(&rows, &r.scenario, "floor").map(|f| r.req_per_s / f),
         })
         .filter(|r| r.oncerpc_per_jsonrpsee.is_some() || r.oncerpc_per_floor.is_some())
         .collect();
@@ -238,7 +239,9 @@ pub fn build(
              oncerpc_idempotency_total"
         ));
     }
-    Report { meta, rows, ratios, processes, skipped, notes, problems, clean, runs: runs.to_vec() }
+    let anchor = anchor::summarize(runs, anchor_runs, &mut notes);
+    let (runs, anchor_runs) = (runs.to_vec(), anchor_runs.to_vec());
+    Report { meta, rows, ratios, processes, skipped, notes, problems, clean, runs, anchor_runs, anchor }
 }
 
 /// The median req/s of (scenario, server), when it ran.
@@ -250,7 +253,7 @@ fn rps(rows: &[Row], scenario: &str, server: &str) -> Option<f64> {
 }
 
 /// `12345.6` → `12,346`.
-fn thousands(x: f64) -> String {
+pub fn thousands(x: f64) -> String {
     if x.is_nan() {
         return "–".into();
     }
@@ -444,6 +447,9 @@ pub fn markdown(rep: &Report) -> String {
                 r.other_cpu,
                 checks(r)
             );
+            if let Some(a) = rep.anchor.as_ref().filter(|_| r.scenario == anchor::SCENARIO) {
+                let _ = writeln!(w, "{}", anchor::table_row(a));
+            }
         }
         let _ = writeln!(
             w,
@@ -454,6 +460,9 @@ pub fn markdown(rep: &Report) -> String {
              and PostgreSQL, mostly their servers).",
             s.connections, s.dup_keys
         );
+        if let Some(a) = &rep.anchor {
+            let _ = write!(w, "{}", anchor::explain(a));
+        }
         let _ = writeln!(w);
     }
 

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use oncerpc_bench::wrk::{self, WrkStats};
 use serde::{Deserialize, Serialize};
 
+use crate::anchor::AnchorRun;
 use crate::checks::{CheckFailure, unrecorded, verify};
 use crate::cli::{Group, RunArgs, Store};
 use crate::client::Client;
@@ -84,6 +85,8 @@ pub struct Bench<'a> {
     /// The answers to the keys created before the duplicate scenarios, per process.
     pub dup_answers: HashMap<usize, Vec<Bytes>>,
     pub runs: Vec<RunRecord>,
+    /// The pgbench anchor, once per repetition with the PostgreSQL store (`anchor.rs`).
+    pub anchor_runs: Vec<AnchorRun>,
     pub notes: Vec<String>,
     pub skipped: Vec<String>,
     pub watch: procs::CompilerWatch,
@@ -151,6 +154,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         flow: None,
         dup_answers: HashMap::new(),
         runs: Vec::new(),
+        anchor_runs: Vec::new(),
         notes,
         skipped: Vec::new(),
         watch: procs::CompilerWatch::start(),
@@ -205,7 +209,14 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         nonce: bench.nonce.clone(),
         wall_time_s: wall,
     };
-    let rep = report::build(meta, &bench.runs, processes, bench.skipped.clone(), bench.notes.clone());
+    let rep = report::build(
+        meta,
+        &bench.runs,
+        &bench.anchor_runs,
+        processes,
+        bench.skipped.clone(),
+        bench.notes.clone(),
+    );
     report::write(&rep, &out_dir, &root)?;
     eprintln!("wall time {:.0} s", wall);
     Ok(rep.clean)
@@ -258,6 +269,10 @@ impl Bench<'_> {
                         );
                     }
                     self.runs.push(r);
+                }
+                // The anchor right after oncerpc's new keys on PostgreSQL, alone on the machine.
+                if *sc == (Scenario::Command { store: Store::Postgres, dup: false }) {
+                    self.run_anchor(rep);
                 }
             }
         }
