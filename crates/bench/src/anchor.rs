@@ -353,24 +353,12 @@ tps = 9868.112345 (without initial connection time)
 
     #[test]
     fn summary_and_ratio_to_oncerpc() {
-        let record = |rep: u32, scenario: &str, rps: f64| RunRecord {
-            rep,
-            scenario: scenario.into(),
-            title: String::new(),
-            server: "oncerpc (postgres)".into(),
-            process: "oncerpc-postgres".into(),
-            wrk: oncerpc_bench::wrk::WrkStats { req_per_s: rps, ..Default::default() },
-            wrk_error: None,
-            server_cpu: 0.0,
-            upstream_cpu: None,
-            wrk_cpu: 0.0,
-            other_cpu: 0.0,
-            compilers_seen: false,
-            check_requests: 0,
-            check_failures: Vec::new(),
-            verified: None,
-            verification: String::new(),
-            unrecorded_executions: 0,
+        let record = |rep: u32, scenario: &str, rps: f64| {
+            let server = "oncerpc (postgres)".to_string();
+            let mut r =
+                RunRecord::start(rep, scenario.into(), String::new(), server, "oncerpc-postgres".into());
+            r.wrk.req_per_s = rps;
+            r
         };
         let runs = [
             record(1, SCENARIO, 16_000.0),

@@ -50,6 +50,29 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// A run about to start: nothing measured or checked yet.
+    pub fn start(rep: u32, scenario: String, title: String, server: String, process: String) -> RunRecord {
+        RunRecord {
+            rep,
+            scenario,
+            title,
+            server,
+            process,
+            wrk: WrkStats::default(),
+            wrk_error: None,
+            server_cpu: 0.0,
+            upstream_cpu: None,
+            wrk_cpu: 0.0,
+            other_cpu: 0.0,
+            compilers_seen: false,
+            check_requests: 0,
+            check_failures: Vec::new(),
+            verified: None,
+            verification: String::new(),
+            unrecorded_executions: 0,
+        }
+    }
+
     pub fn errors(&self) -> u64 {
         self.wrk.non_2xx + self.wrk.socket_errors()
     }
@@ -329,25 +352,8 @@ impl Bench<'_> {
         let threads = args.threads.min(conns);
         let script_path = self.out_dir.join("lua").join(format!("{}-{}.lua", sc.id(), t.server.name()));
         let url = format!("http://{}{}", self.procs[t.proc_idx].addr, sc.path(t.server));
-        let mut rec = RunRecord {
-            rep,
-            scenario: sc.id(),
-            title: sc.title(),
-            server: t.label.clone(),
-            process: self.procs[t.proc_idx].name.clone(),
-            wrk: WrkStats::default(),
-            wrk_error: None,
-            server_cpu: 0.0,
-            upstream_cpu: None,
-            wrk_cpu: 0.0,
-            other_cpu: 0.0,
-            compilers_seen: false,
-            check_requests: 0,
-            check_failures: Vec::new(),
-            verified: None,
-            verification: String::new(),
-            unrecorded_executions: 0,
-        };
+        let process = self.procs[t.proc_idx].name.clone();
+        let mut rec = RunRecord::start(rep, sc.id(), sc.title(), t.label.clone(), process);
         if let Err(e) = std::fs::write(&script_path, sc.script(t.server, args.dup_keys)) {
             rec.wrk_error = Some(format!("cannot write {}: {e}", script_path.display()));
             return rec;
