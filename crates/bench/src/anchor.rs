@@ -137,6 +137,18 @@ fn psql(url: &str, sql: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// `VACUUM (ANALYZE)` the store's table before a PostgreSQL run, as autovacuum would between
+/// them: this machine's PostgreSQL runs with `autovacuum = off`, and without it each run
+/// would start on the dead rows of the ones before (every new key leaves one: its claim's
+/// version, updated by the completion). Failures are reported, not fatal.
+pub fn vacuum(url: &str) {
+    if procs::have("psql")
+        && let Err(e) = psql(url, "VACUUM (ANALYZE) oncerpc_records")
+    {
+        eprintln!("vacuum before a PostgreSQL run failed: {e}");
+    }
+}
+
 impl Bench<'_> {
     /// One repetition of the anchor (after `cmd-new-postgres` of the same repetition).
     pub fn run_anchor(&mut self, rep: u32) {

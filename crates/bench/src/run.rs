@@ -263,6 +263,9 @@ impl Bench<'_> {
                     targets.rotate_left(k);
                 }
                 for t in targets {
+                    if matches!(sc, Scenario::Command { store: Store::Postgres, .. }) {
+                        crate::anchor::vacuum(&args.postgres_url);
+                    }
                     let r = self.run_one(rep, *sc, &t);
                     eprintln!(
                         "[rep {rep}] {:<24} {:<18} {:>9.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  errors {}{}{}",
@@ -295,6 +298,7 @@ impl Bench<'_> {
                 }
                 // The anchor right after oncerpc's new keys on PostgreSQL, alone on the machine.
                 if *sc == (Scenario::Command { store: Store::Postgres, dup: false }) {
+                    crate::anchor::vacuum(&args.postgres_url);
                     self.run_anchor(rep);
                 }
             }

@@ -9,6 +9,15 @@
 //! busy share the next batch — PostgreSQL's own group commit, decided before the statement
 //! instead of inside the WAL writer.
 //!
+//! The batch statements run on connections of their own, with `plan_cache_mode =
+//! force_custom_plan`: a join over `unnest` arrays planned once as a generic plan keeps the
+//! plan chosen for the table as it was then. Prepared while the table was empty, that plan
+//! was a hash join over a sequential scan, kept for the connection's life (nothing
+//! invalidates it until an `ANALYZE`; this machine's PostgreSQL has autovacuum off): new keys
+//! fell from 5,372 to 2,548/s as the table grew to 400k rows, 99 ms per batch at 300k. A
+//! custom plan per batch sees the arrays' lengths and the table's size, costs one planning
+//! per batch (not per key), and stays on the primary key.
+//!
 //! Every guarantee stays with the statement: the claim is still `INSERT … ON CONFLICT DO
 //! NOTHING` per key, a completion still lands only on a processing row under its token. A key
 //! appears at most once per batch (a second item for it waits for the next one), so each

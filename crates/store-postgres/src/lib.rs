@@ -156,29 +156,45 @@ impl PgStore {
         let connector = target.connector().map_err(err)?;
         let mut config = target.config.clone();
         config.connect_timeout(Duration::from_secs(2));
-        let manager = Manager::from_config(
-            config,
-            connector,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(16)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(2)))
-            .create_timeout(Some(Duration::from_secs(2)))
-            .recycle_timeout(Some(Duration::from_secs(2)))
-            .build()
-            .map_err(err)?;
+        let pool = build_pool(config.clone(), connector, 16)?;
         migrate(&pool).await.map_err(|e| StoreError::new(target.explain(&e.0)))?;
+        // The batch statements run on their own connections, planned for each batch's
+        // arrays and the table as it is now (`group.rs` says why).
+        let mut batch_config = config;
+        let options = match batch_config.get_options() {
+            Some(o) => format!("{o} -c plan_cache_mode=force_custom_plan"),
+            None => "-c plan_cache_mode=force_custom_plan".to_owned(),
+        };
+        batch_config.options(&options);
+        let batch_pool = build_pool(batch_config, target.connector().map_err(err)?, 2 * group::SLOTS)?;
         let cleanup = tokio::spawn(cleanup_loop(pool.clone()));
-        let fresh = group::Group::start(pool.clone(), claim_fresh);
-        let completions = group::Group::start(pool.clone(), complete_batch);
+        let fresh = group::Group::start(batch_pool.clone(), claim_fresh);
+        let completions = group::Group::start(batch_pool, complete_batch);
         Ok(PgStore { pool, cleanup, fresh, completions })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
         self.pool.get().await.map_err(|e| conn_err(&e))
     }
+}
+
+/// A pool of at most `size` connections with short connect and wait timeouts: while the
+/// database is unreachable calls fail fast.
+fn build_pool(
+    config: tokio_postgres::Config,
+    connector: tokio_postgres_rustls::MakeRustlsConnect,
+    size: usize,
+) -> Result<Pool, StoreError> {
+    let manager =
+        Manager::from_config(config, connector, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(2)))
+        .create_timeout(Some(Duration::from_secs(2)))
+        .recycle_timeout(Some(Duration::from_secs(2)))
+        .build()
+        .map_err(err)
 }
 
 async fn migrate(pool: &Pool) -> Result<(), StoreError> {
