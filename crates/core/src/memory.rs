@@ -14,8 +14,8 @@ use foldhash::fast::RandomState;
 use crate::method::BoxFuture;
 use crate::store::{
     Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, Release, Store, StoreError, StoredOutcome,
-    decide, decide_complete, decide_release, decide_renew, now_ms, parse_pending_cursor, pending_cursor,
-    status_of,
+    decide, decide_complete, decide_release, decide_renew, decide_step, now_ms, parse_pending_cursor,
+    pending_cursor, status_of,
 };
 
 /// Most shards: claims on different keys rarely wait for each other, and a shard that grows
@@ -152,6 +152,28 @@ impl Store for MemoryStore {
                     Ok(true)
                 }
                 Some(None) => Ok(true),
+                None => Ok(false),
+            }
+        })();
+        Box::pin(std::future::ready(result))
+    }
+
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = (|| {
+            let mut map = self.shard(key).lock().map_err(|_| StoreError::new("memory store poisoned"))?;
+            let Some(slot) = map.get_mut(key) else { return Ok(false) };
+            match decide_step(Some(&*slot), token, step, output, lease, now_ms()) {
+                Some(rec) => {
+                    *slot = rec;
+                    Ok(true)
+                }
                 None => Ok(false),
             }
         })();

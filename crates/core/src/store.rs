@@ -72,6 +72,35 @@ pub struct Record {
     pub expires_at_ms: u64,
     /// An unconfirmed take-over of a processing record (see [`Claim::Acquired`]).
     pub takeover: Option<TakeOver>,
+    /// The step journal of a processing execution ([`Store::put_step`]): the output of each
+    /// finished step, by step index. It survives a take-over (the new owner resumes after
+    /// the last stored step); a fresh or force-retried execution starts with none, and a
+    /// finished record keeps none.
+    pub steps: Journal,
+}
+
+/// Step outputs (JSON text, byte for byte as the step answered) by step index.
+pub type Journal = std::collections::BTreeMap<u32, String>;
+
+/// A journal as the SQL stores keep it in a text column: a JSON object of step index →
+/// output, the outputs as JSON strings (so their bytes are kept exactly). `None` when empty.
+pub fn journal_to_json(steps: &Journal) -> Option<String> {
+    if steps.is_empty() {
+        return None;
+    }
+    let map: serde_json::Map<String, serde_json::Value> =
+        steps.iter().map(|(n, out)| (n.to_string(), serde_json::Value::String(out.clone()))).collect();
+    Some(serde_json::Value::Object(map).to_string())
+}
+
+/// The inverse of [`journal_to_json`]; an unreadable column reads as an empty journal (the
+/// steps then run again, each with its step key: the upstream's deduplication still holds).
+pub fn journal_from_json(text: Option<&str>) -> Journal {
+    let Some(text) = text else { return Journal::new() };
+    match serde_json::from_str::<std::collections::BTreeMap<String, String>>(text) {
+        Ok(map) => map.into_iter().filter_map(|(n, out)| Some((n.parse().ok()?, out))).collect(),
+        Err(_) => Journal::new(),
+    }
 }
 
 /// A claimant that found a processing record with an expired lease and asked to take it
@@ -228,6 +257,20 @@ pub trait Store: Send + Sync + 'static {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
+    /// Store the output of step `step` (0-based) of the execution that holds `token`, before
+    /// the next step starts, and extend its lease to `now + lease` as [`Store::renew`] does
+    /// (cancelling an unconfirmed take-over). Writing a step again replaces its output.
+    /// `Ok(false)`: `token` is not the owner's (a take-over fenced it out, the record
+    /// finished or is gone); nothing was written. Read the journal with [`Store::get`].
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
     /// Drop the processing record held by `token` (an execution that turned out to be a
     /// validation failure leaves no record); with an unconfirmed take-over's token, cancel
     /// that take-over (the record stays). `Ok(false)` when the token is neither.
@@ -330,6 +373,7 @@ pub fn decide(
             token,
             expires_at_ms: expiry(now, lease_until_ms, req.ttl),
             takeover: None,
+            steps: Journal::new(),
         };
         (Claim::Acquired { token, kind }, Some(record))
     };
@@ -384,7 +428,26 @@ pub fn decide_renew(existing: Option<&Record>, token: u64, lease: Duration, now:
         token,
         expires_at_ms: rec.expires_at_ms.max(lease_until_ms),
         takeover: None,
+        steps: rec.steps.clone(),
     })
+}
+
+/// The step rule ([`Store::put_step`]): the owner (not an unconfirmed take-over, which
+/// must confirm first) of a live processing record stores the output of step `step` and
+/// renews its lease as [`decide_renew`] does, cancelling an unconfirmed take-over. `None`:
+/// fenced out, nothing written.
+pub fn decide_step(
+    existing: Option<&Record>,
+    token: u64,
+    step: u32,
+    output: &str,
+    lease: Duration,
+    now: u64,
+) -> Option<Record> {
+    let rec = existing.filter(|r| r.token == token)?;
+    let mut renewed = decide_renew(Some(rec), token, lease, now)?;
+    renewed.steps.insert(step, output.to_owned());
+    Some(renewed)
 }
 
 /// The completion rule shared by in-process stores: `Some(Some(record))` to write,
@@ -408,6 +471,7 @@ pub fn decide_complete(
             token,
             expires_at_ms: now + ms(ttl),
             takeover: None,
+            steps: Journal::new(),
         })),
         RecordState::Done(done) if done == outcome => Some(None),
         RecordState::Done(_) => None,

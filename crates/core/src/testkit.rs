@@ -16,6 +16,9 @@ use crate::store::{
 const LONG: Duration = Duration::from_secs(60);
 const TTL: Duration = Duration::from_secs(3600);
 
+mod journal;
+pub use journal::*;
+
 /// A key in a tenant no other check uses.
 pub fn fresh_key(method: &str, key: &str) -> RecordKey {
     RecordKey::new(format!("t-{}", uuid::Uuid::new_v4().simple()), method, key)
@@ -571,6 +574,12 @@ macro_rules! store_suite {
                 complete_is_idempotent,
                 processing_outlives_a_short_ttl,
                 pending_events_pages_reach_every_event,
+                journal_survives_a_takeover,
+                journal_write_by_a_stale_owner_is_refused,
+                journal_write_extends_the_lease,
+                journal_write_cancels_an_unconfirmed_takeover,
+                journal_ends_with_the_execution,
+                journal_keeps_outputs_byte_for_byte,
             );
         }
     };
@@ -669,6 +678,16 @@ impl Store for SwitchableStore {
             self.check()?;
             self.inner.complete(key, token, outcome, ttl).await
         })
+    }
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.put_step(key, token, step, output, lease))
     }
     fn release<'a>(
         &'a self,

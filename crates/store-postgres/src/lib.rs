@@ -47,7 +47,8 @@ use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMe
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, TakeOver, decide, parse_pending_cursor, pending_cursor, status_of,
+    StoredOutcome, TakeOver, decide, journal_from_json, journal_to_json, parse_pending_cursor,
+    pending_cursor, status_of,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -59,7 +60,7 @@ const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// The columns [`row_record`] reads.
 const RECORD_COLUMNS: &str =
-    "fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until";
+    "fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until, steps";
 
 /// Applied in order; `oncerpc_schema.version` counts those applied.
 const MIGRATIONS: &[&str] = &[
@@ -102,6 +103,8 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE oncerpc_events ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
     DROP INDEX IF EXISTS oncerpc_events_pending;
     CREATE INDEX oncerpc_events_pending ON oncerpc_events (created_at, id) WHERE status = 0;",
+    // The step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
+    "ALTER TABLE oncerpc_records ADD COLUMN IF NOT EXISTS steps text;",
 ];
 
 /// Serialises migrations across replicas.
@@ -290,6 +293,7 @@ fn row_record(row: &Row) -> Record {
         token: row.get::<_, i64>("token") as u64,
         expires_at_ms: row.get::<_, i64>("expires_at") as u64,
         takeover,
+        steps: journal_from_json(row.get::<_, Option<&str>>("steps")),
     }
 }
 
@@ -482,7 +486,7 @@ async fn complete_batch(
            FOR UPDATE OF r
          ), landed AS (
            UPDATE oncerpc_records r SET state = i.state, outcome = i.outcome, lease_until = 0,
-             expires_at = {NOW} + i.ttl, takeover_token = NULL, takeover_until = NULL
+             expires_at = {NOW} + i.ttl, takeover_token = NULL, takeover_until = NULL, steps = NULL
            FROM cur JOIN i ON cur.tenant = i.tenant AND cur.method = i.method AND cur.key = i.key
            WHERE cur.state = 0 AND r.tenant = cur.tenant AND r.method = cur.method AND r.key = cur.key
          )
@@ -531,7 +535,7 @@ async fn write_record(client: &impl GenericClient, key: &RecordKey, rec: &Record
     query_key(
         client,
         "UPDATE oncerpc_records SET fingerprint = $4, state = $5, outcome = $6, token = $7, lease_until = $8,
-           expires_at = $9, takeover_token = $10, takeover_until = $11
+           expires_at = $9, takeover_token = $10, takeover_until = $11, steps = $12
          WHERE tenant = $1 AND method = $2 AND key = $3",
         key,
         &[
@@ -543,6 +547,7 @@ async fn write_record(client: &impl GenericClient, key: &RecordKey, rec: &Record
             &(rec.expires_at_ms as i64),
             &takeover_token,
             &takeover_until,
+            &journal_to_json(&rec.steps),
         ],
     )
     .await?;
@@ -572,6 +577,34 @@ impl Store for PgStore {
                  RETURNING 1"
             );
             let rows = query_key(&client, &sql, key, &[&(token as i64), &ms(lease)]).await?;
+            Ok(!rows.is_empty())
+        })
+    }
+
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // `decide_step`: the owner of a live processing row adds the step's output (a JSON
+            // string, so its bytes are kept) and renews as `renew` does.
+            let sql = format!(
+                "UPDATE oncerpc_records SET lease_until = c.now + $5,
+                   expires_at = greatest(expires_at, c.now + $5), takeover_token = NULL, takeover_until = NULL,
+                   steps = (coalesce(steps::jsonb, '{{}}'::jsonb) || jsonb_build_object($6::text, $7::text))::text
+                 FROM (SELECT {NOW} AS now) c
+                 WHERE tenant = $1 AND method = $2 AND key = $3 AND state = 0 AND expires_at > c.now
+                   AND token = $4
+                 RETURNING 1"
+            );
+            let rows =
+                query_key(&client, &sql, key, &[&(token as i64), &ms(lease), &step.to_string(), &output])
+                    .await?;
             Ok(!rows.is_empty())
         })
     }

@@ -73,7 +73,7 @@ use std::time::Duration;
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, TakeOver, now_ms, parse_pending_cursor, status_of, takeover_window,
+    StoredOutcome, TakeOver, journal_from_json, now_ms, parse_pending_cursor, status_of, takeover_window,
 };
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -187,6 +187,26 @@ return 1
 "#
 );
 
+/// `decide_step`: the owner of a live processing record adds a step's output to its journal
+/// (field `steps`, a JSON object of step index → output string) and renews as RENEW does.
+/// KEYS: record. ARGV: token, lease ms, step index, output JSON.
+const PUT_STEP: &str = concat!(
+    lua_prelude!(),
+    r#"
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'expires', 'steps')
+if rec[1] ~= 'p' or rec[2] ~= ARGV[1] then return 0 end
+local now = clock()
+local lease_end = now + tonumber(ARGV[2])
+local steps = {}
+if rec[4] then steps = cjson.decode(rec[4]) end
+steps[ARGV[3]] = ARGV[4]
+redis.call('HSET', KEYS[1], 'lease', num(lease_end), 'steps', cjson.encode(steps))
+redis.call('HDEL', KEYS[1], 'tt', 'tu')
+expire_at(KEYS[1], math.max(tonumber(rec[3]) or 0, lease_end), now)
+return 1
+"#
+);
+
 /// `decide_complete`: store the outcome if `token` owns the processing record; 1 again when
 /// the same outcome already landed under it.
 /// KEYS: record. ARGV: token, state ('s'/'f'), outcome JSON, ttl ms.
@@ -199,7 +219,7 @@ if rec[1] == 'p' then
   local now = clock()
   local at = now + tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3], 'expires', num(at))
-  redis.call('HDEL', KEYS[1], 'lease', 'tt', 'tu')
+  redis.call('HDEL', KEYS[1], 'lease', 'tt', 'tu', 'steps')
   redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
   return 1
 end
@@ -353,6 +373,7 @@ impl Conn {
 struct Scripts {
     claim: Script,
     renew: Script,
+    put_step: Script,
     complete: Script,
     release: Script,
     put_event: Script,
@@ -423,6 +444,7 @@ impl RedisStore {
             scripts: std::sync::Arc::new(Scripts {
                 claim: Script::new(CLAIM),
                 renew: Script::new(RENEW),
+                put_step: Script::new(PUT_STEP),
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 put_event: Script::new(PUT_EVENT),
@@ -719,6 +741,25 @@ impl Store for RedisStore {
         })
     }
 
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.scripts.put_step.prepare_invoke();
+            inv.key(self.record_keys(key).0).arg(token).arg(ms(lease)).arg(step).arg(output);
+            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            if done == 1 {
+                self.replicated(acks)?;
+            }
+            Ok(done == 1)
+        })
+    }
+
     fn complete<'a>(
         &'a self,
         key: &'a RecordKey,
@@ -754,7 +795,7 @@ impl Store for RedisStore {
             let mut conn = self.conn.clone();
             let v: Vec<Value> = redis::cmd("HMGET")
                 .arg(self.record_keys(key).0)
-                .arg(&["fp", "state", "outcome", "token", "lease", "expires", "tt", "tu"][..])
+                .arg(&["fp", "state", "outcome", "token", "lease", "expires", "tt", "tu", "steps"][..])
                 .query_async(&mut conn)
                 .await
                 .map_err(err)?;
@@ -775,6 +816,7 @@ impl Store for RedisStore {
                 token: number(3).unwrap_or(0),
                 expires_at_ms: number(5).unwrap_or(0),
                 takeover,
+                steps: journal_from_json(v.get(8).and_then(text).as_deref()),
             }))
         })
     }

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
     Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Release, Store, StoreError,
-    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, now_ms,
-    parse_pending_cursor, pending_cursor, status_of,
+    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step,
+    journal_from_json, journal_to_json, now_ms, parse_pending_cursor, pending_cursor, status_of,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
@@ -87,11 +87,14 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE events ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
     DROP INDEX IF EXISTS events_pending;
     CREATE INDEX events_pending ON events (status, created_at, id);",
+    // 6: the step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
+    "ALTER TABLE idempotency_records ADD COLUMN steps TEXT;",
 ];
 
 enum Op {
     Claim { key: RecordKey, fingerprint: String, force_retry: bool, lease: Duration, ttl: Duration },
     Renew { key: RecordKey, token: u64, lease: Duration },
+    PutStep { key: RecordKey, token: u64, step: u32, output: String, lease: Duration },
     Complete { key: RecordKey, token: u64, outcome: StoredOutcome, ttl: Duration },
     Release { key: RecordKey, token: u64 },
     Get { key: RecordKey },
@@ -289,6 +292,13 @@ fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
             }
             Ok(Done::Bool(renewed.is_some()))
         }
+        Op::PutStep { key, token, step, output, lease } => {
+            let stored = decide_step(load(tx, key)?.as_ref(), *token, *step, output, *lease, now);
+            if let Some(rec) = &stored {
+                save(tx, key, rec, now)?;
+            }
+            Ok(Done::Bool(stored.is_some()))
+        }
         Op::Complete { key, token, outcome, ttl } => {
             match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
                 Some(Some(rec)) => {
@@ -427,7 +437,8 @@ fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
 
 fn load(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record>> {
     tx.prepare_cached(
-        "SELECT fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until
+        "SELECT fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until,
+                steps
          FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3",
     )?
     .query_row(params![&*key.tenant, &*key.method, &*key.key], |row| {
@@ -449,6 +460,7 @@ fn load(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record
             token: row.get::<_, i64>(3)? as u64,
             expires_at_ms: row.get::<_, i64>(5)? as u64,
             takeover,
+            steps: journal_from_json(row.get::<_, Option<String>>(8)?.as_deref()),
         })
     })
     .optional()
@@ -463,13 +475,14 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
     tx.prepare_cached(
         "INSERT INTO idempotency_records
            (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at,
-            takeover_token, takeover_until)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+            takeover_token, takeover_until, steps)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT (tenant, method, key) DO UPDATE SET
            fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
            token = excluded.token, lease_until = excluded.lease_until,
            expires_at = excluded.expires_at, updated_at = excluded.updated_at,
-           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until",
+           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
+           steps = excluded.steps",
     )?
     .execute(params![
         &*key.tenant,
@@ -484,6 +497,7 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
         now as i64,
         rec.takeover.map(|t| t.token as i64),
         rec.takeover.map(|t| t.until_ms as i64),
+        journal_to_json(&rec.steps),
     ])?;
     Ok(())
 }
@@ -513,6 +527,18 @@ impl Store for SqliteStore {
         lease: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(self.call(Op::Renew { key: key.clone(), token, lease }, Done::bool))
+    }
+
+    fn put_step<'a>(
+        &'a self,
+        key: &'a RecordKey,
+        token: u64,
+        step: u32,
+        output: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let op = Op::PutStep { key: key.clone(), token, step, output: output.to_owned(), lease };
+        Box::pin(self.call(op, Done::bool))
     }
 
     fn complete<'a>(
