@@ -275,6 +275,31 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a crate::store::EventFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<crate::store::PendingPage, StoreError>> {
+        let after = cursor.and_then(crate::store::parse_list_cursor);
+        let result = self.events_lock().map(|events| {
+            let now = now_ms();
+            let mut v: Vec<&Event> = events
+                .values()
+                .filter(|e| &*e.record.tenant == tenant && e.expires_at_ms > now && filter.matches(e))
+                .filter(|e| crate::store::listed_after(e, after))
+                .collect();
+            v.sort_by(|a, b| (b.created_at_ms, &b.id).cmp(&(a.created_at_ms, &a.id)));
+            let more = v.len() > limit;
+            v.truncate(limit);
+            let page: Vec<Event> = v.into_iter().cloned().collect();
+            let next = if more { page.last().map(crate::store::list_cursor) } else { None };
+            (page, next)
+        });
+        Box::pin(std::future::ready(result))
+    }
+
     fn name(&self) -> &'static str {
         "memory"
     }

@@ -223,6 +223,43 @@ pub struct Event {
 /// A page of [`Store::pending_events`]: the events and the cursor of the next page.
 pub type PendingPage = (Vec<Event>, Option<String>);
 
+/// Which events [`Store::list_events`] returns: every given condition holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub status: Option<EventStatus>,
+    /// The event's method (its flow).
+    pub method: Option<String>,
+    /// One of the event's tags.
+    pub tag: Option<String>,
+}
+
+impl EventFilter {
+    pub fn matches(&self, e: &Event) -> bool {
+        self.status.is_none_or(|s| e.status == s)
+            && self.method.as_deref().is_none_or(|m| &*e.record.method == m)
+            && self.tag.as_ref().is_none_or(|t| e.tags.contains(t))
+    }
+}
+
+/// The cursor of a listing page ([`Store::list_events`]) that ended with `last`: its
+/// creation time, zero-padded so that cursors sort as the events do, and its id.
+pub fn list_cursor(last: &Event) -> String {
+    format!("{:020}:{}", last.created_at_ms, last.id)
+}
+
+/// Read a cursor made by [`list_cursor`]; `None` for a malformed one.
+pub fn parse_list_cursor(cursor: &str) -> Option<(u64, &str)> {
+    let (at, id) = cursor.split_once(':')?;
+    (at.len() == 20).then_some(())?;
+    Some((at.parse().ok()?, id))
+}
+
+/// Whether `e` comes after the cursor position `after` in a listing (newest first: older,
+/// or as old with a smaller id).
+pub fn listed_after(e: &Event, after: Option<(u64, &str)>) -> bool {
+    after.is_none_or(|(at, id)| (e.created_at_ms, e.id.as_str()) < (at, id))
+}
+
 /// A durable (or not) home for idempotency records and async events. Every operation is
 /// atomic per key.
 ///
@@ -306,6 +343,21 @@ pub trait Store: Send + Sync + 'static {
     /// reached by following the cursors, however many there are.
     fn pending_events<'a>(
         &'a self,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<PendingPage, StoreError>>;
+
+    /// One tenant's events that match `filter`, newest first (by creation time, then id), a
+    /// page of up to `limit` after `cursor` (from [`list_cursor`] of the previous page's
+    /// last event; `None` for the first). Returns the page and the next page's cursor,
+    /// `None` after the last page. A store may end a page early (fewer than `limit`) with a
+    /// cursor when it read many events that did not match, and a full page's cursor may lead
+    /// to an empty last page; following the cursors reaches every matching event once.
+    /// Expired events are not listed.
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a EventFilter,
         cursor: Option<&'a str>,
         limit: usize,
     ) -> BoxFuture<'a, Result<PendingPage, StoreError>>;

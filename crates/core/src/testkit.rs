@@ -17,7 +17,9 @@ const LONG: Duration = Duration::from_secs(60);
 const TTL: Duration = Duration::from_secs(3600);
 
 mod journal;
+mod listing;
 pub use journal::*;
+pub use listing::*;
 
 /// A key in a tenant no other check uses.
 pub fn fresh_key(method: &str, key: &str) -> RecordKey {
@@ -580,6 +582,8 @@ macro_rules! store_suite {
                 journal_write_cancels_an_unconfirmed_takeover,
                 journal_ends_with_the_execution,
                 journal_keeps_outputs_byte_for_byte,
+                listing_is_per_tenant_newest_first_and_filtered,
+                listing_pages_reach_every_event_once,
             );
         }
     };
@@ -678,6 +682,15 @@ impl Store for SwitchableStore {
             self.check()?;
             self.inner.complete(key, token, outcome, ttl).await
         })
+    }
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a crate::store::EventFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> crate::BoxFuture<'a, Result<crate::store::PendingPage, crate::StoreError>> {
+        switchable!(self, self.inner.list_events(tenant, filter, cursor, limit))
     }
     fn put_step<'a>(
         &'a self,

@@ -46,9 +46,9 @@ use std::time::Duration;
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, TakeOver, decide, journal_from_json, journal_to_json, parse_pending_cursor,
-    pending_cursor, status_of,
+    AcquireKind, Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Store,
+    StoreError, StoredOutcome, TakeOver, decide, journal_from_json, journal_to_json, list_cursor,
+    parse_list_cursor, parse_pending_cursor, pending_cursor, status_of,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -104,7 +104,8 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX IF EXISTS oncerpc_events_pending;
     CREATE INDEX oncerpc_events_pending ON oncerpc_events (created_at, id) WHERE status = 0;",
     // The step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
-    "ALTER TABLE oncerpc_records ADD COLUMN IF NOT EXISTS steps text;",
+    "ALTER TABLE oncerpc_records ADD COLUMN IF NOT EXISTS steps text;
+    CREATE INDEX IF NOT EXISTS oncerpc_events_by_tenant ON oncerpc_events (tenant, created_at, id);",
 ];
 
 /// Serialises migrations across replicas.
@@ -748,6 +749,39 @@ impl Store for PgStore {
             let rows = query(&client, &sql, &[&after_at, &after_id, &limit_param]).await?;
             let page: Vec<Event> = rows.iter().map(event_row).collect();
             let next = if page.len() == limit { page.last().map(pending_cursor) } else { None };
+            Ok((page, next))
+        })
+    }
+
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a EventFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // No (or a malformed) cursor: from after every event.
+            let (before_at, before_id) =
+                cursor.and_then(parse_list_cursor).map_or((i64::MAX, ""), |(at, id)| (at as i64, id));
+            let sql = format!(
+                "SELECT * FROM oncerpc_events
+                 WHERE tenant = $1 AND (created_at, id) < ($2, $3) AND expires_at > {NOW}
+                   AND ($4::int2 IS NULL OR status = $4) AND ($5::text IS NULL OR method = $5)
+                   AND ($6::text IS NULL OR tags::jsonb ? $6)
+                 ORDER BY created_at DESC, id DESC LIMIT $7"
+            );
+            let status = filter.status.map(status_code);
+            // One more than a page: whether there is a next one.
+            let limit_param = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+            let params: [Param<'_>; 7] =
+                [&tenant, &before_at, &before_id, &status, &filter.method, &filter.tag, &limit_param];
+            let rows = query(&client, &sql, &params).await?;
+            let mut page: Vec<Event> = rows.iter().map(event_row).collect();
+            let more = page.len() > limit;
+            page.truncate(limit);
+            let next = if more { page.last().map(list_cursor) } else { None };
             Ok((page, next))
         })
     }

@@ -72,8 +72,9 @@ use std::time::Duration;
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    AcquireKind, Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Store, StoreError,
-    StoredOutcome, TakeOver, journal_from_json, now_ms, parse_pending_cursor, status_of, takeover_window,
+    AcquireKind, Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Store,
+    StoreError, StoredOutcome, TakeOver, journal_from_json, list_cursor, now_ms, parse_list_cursor,
+    parse_pending_cursor, status_of, takeover_window,
 };
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -93,6 +94,10 @@ const WAIT_TIMEOUT_MS: u64 = 1000;
 /// A pending-index entry whose event hash is missing is dropped only once its creation time is
 /// this old: the index entry of a new event is written just before its hash.
 pub const PENDING_GRACE_MS: u64 = 60_000;
+
+/// Chunks of the tenant's index one listing page reads at most before it ends early (with a
+/// cursor) for want of matching events.
+const LIST_SCAN_CHUNKS: usize = 8;
 
 /// How long a token key outlives the last claim beyond the record's own `ttl + lease`.
 const TOKEN_KEEP_MS: u64 = 24 * 3600 * 1000;
@@ -470,6 +475,14 @@ impl RedisStore {
         format!("{}:{{{}}}:e:{id}", self.prefix, hash_tag(id))
     }
 
+    /// The index of one tenant's events for [`Store::list_events`]: a sorted set whose
+    /// members are the events' list cursors (`list_cursor`: zero-padded creation time, id),
+    /// all of score 0, so that it reads in listing order by lexicographic range.
+    fn listed_key(&self, tenant: &str) -> String {
+        let scope = format!("{}:{tenant}", tenant.len());
+        format!("{}:{{{}}}:l:{scope}", self.prefix, hash_tag(&format!("l:{scope}")))
+    }
+
     fn pending_key(&self) -> String {
         format!("{}:pending", self.prefix)
     }
@@ -509,6 +522,31 @@ impl RedisStore {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// Add `e` to its tenant's listing index, which then lives at least as long as `e`.
+    async fn index_listed(&self, e: &Event, ttl_ms: u64) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let key = self.listed_key(&e.record.tenant);
+        redis::pipe()
+            .cmd("ZADD")
+            .arg(&key)
+            .arg(0)
+            .arg(list_cursor(e))
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(ttl_ms)
+            .arg("NX")
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(ttl_ms)
+            .arg("GT")
+            .ignore()
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(err)
     }
 
     async fn index_pending(&self, id: &str, created_ms: u64) -> Result<(), StoreError> {
@@ -830,6 +868,7 @@ impl Store for RedisStore {
                 self.index_pending(&e.id, e.created_at_ms).await?;
             }
             let ttl = e.expires_at_ms.saturating_sub(now_ms()).max(1);
+            self.index_listed(e, ttl).await?;
             let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
             let mut fields: Vec<(&str, String)> = vec![
                 ("tenant", e.record.tenant.to_string()),
@@ -905,6 +944,72 @@ impl Store for RedisStore {
                 self.index_pending(id, created).await?;
             }
             Ok(landed)
+        })
+    }
+
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a EventFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
+        Box::pin(async move {
+            let mut page = Vec::new();
+            if limit == 0 {
+                return Ok((page, None));
+            }
+            let key = self.listed_key(tenant);
+            let mut conn = self.conn.clone();
+            // Index entries before the cursor, newest first, a chunk at a time; events that do
+            // not match are read past. After LIST_SCAN_CHUNKS chunks the page ends early.
+            let chunk = limit.clamp(16, 256);
+            let mut from = cursor.filter(|c| parse_list_cursor(c).is_some()).map(|c| format!("({c}"));
+            for _ in 0..LIST_SCAN_CHUNKS {
+                let members: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(&key)
+                    .arg(from.as_deref().unwrap_or("+"))
+                    .arg("-")
+                    .arg("BYLEX")
+                    .arg("REV")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(chunk)
+                    .query_async(&mut conn)
+                    .await
+                    .map_err(err)?;
+                let ids: Vec<(&str, u64)> =
+                    members.iter().filter_map(|m| parse_list_cursor(m).map(|(at, id)| (id, at))).collect();
+                let events =
+                    futures::future::try_join_all(ids.iter().map(|(id, _)| self.load_event(id))).await?;
+                let now = now_ms();
+                for ((member, (_, created)), event) in members.iter().zip(&ids).zip(events) {
+                    match event {
+                        Some(e)
+                            if *e.record.tenant == *tenant && e.expires_at_ms > now && filter.matches(&e) =>
+                        {
+                            page.push(e);
+                            if page.len() == limit {
+                                return Ok((page, Some(member.clone())));
+                            }
+                        }
+                        Some(_) => {}
+                        // Expired, or being created (its index entry is written first): dropped
+                        // once past the grace.
+                        None if created.saturating_add(PENDING_GRACE_MS) < now => {
+                            let _: Result<i64, _> =
+                                redis::cmd("ZREM").arg(&key).arg(member).query_async(&mut conn).await;
+                        }
+                        None => {}
+                    }
+                }
+                match members.last() {
+                    Some(last) if members.len() == chunk => from = Some(format!("({last}")),
+                    _ => return Ok((page, None)),
+                }
+            }
+            let next = from.map(|f| f[1..].to_owned());
+            Ok((page, next))
         })
     }
 

@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, RecordState, Release, Store, StoreError,
-    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step,
-    journal_from_json, journal_to_json, now_ms, parse_pending_cursor, pending_cursor, status_of,
+    Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Release, Store,
+    StoreError, StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step,
+    journal_from_json, journal_to_json, list_cursor, now_ms, parse_list_cursor, parse_pending_cursor,
+    pending_cursor, status_of,
 };
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
@@ -88,7 +89,8 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX IF EXISTS events_pending;
     CREATE INDEX events_pending ON events (status, created_at, id);",
     // 6: the step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
-    "ALTER TABLE idempotency_records ADD COLUMN steps TEXT;",
+    "ALTER TABLE idempotency_records ADD COLUMN steps TEXT;
+    CREATE INDEX events_by_tenant ON events (tenant, created_at, id);",
 ];
 
 enum Op {
@@ -103,6 +105,7 @@ enum Op {
     FinishEvent { id: String, token: u64, outcome: StoredOutcome },
     RestartEvent { id: String, token: u64 },
     PendingEvents { after: Option<(u64, String)>, limit: usize },
+    ListEvents { tenant: String, filter: EventFilter, after: Option<(u64, String)>, limit: usize },
 }
 
 enum Done {
@@ -360,6 +363,33 @@ fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
             let rows = stmt.query_map(params![now as i64, after_at, after_id, *limit as i64], event_row)?;
             Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
         }
+        Op::ListEvents { tenant, filter, after, limit } => {
+            // Before the cursor's (created_at, id); without one, from after the last possible.
+            let (before_at, before_id) = after.as_ref().map_or((i64::MAX, ""), |(at, id)| (*at as i64, id));
+            let sql = format!(
+                "{EVENT_SELECT} WHERE tenant = ?1 AND expires_at > ?2
+                   AND (created_at < ?3 OR (created_at = ?3 AND (?4 = '' OR id < ?4)))
+                   AND (?5 IS NULL OR status = ?5) AND (?6 IS NULL OR method = ?6)
+                   AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(events.tags) WHERE value = ?7))
+                 ORDER BY created_at DESC, id DESC LIMIT ?8"
+            );
+            let mut stmt = tx.prepare_cached(&sql)?;
+            let status = filter.status.map(|s| event_columns(s, None).0);
+            let rows = stmt.query_map(
+                params![
+                    tenant,
+                    now as i64,
+                    before_at,
+                    before_id,
+                    status,
+                    filter.method,
+                    filter.tag,
+                    *limit as i64 + 1
+                ],
+                event_row,
+            )?;
+            Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
+        }
     }
 }
 
@@ -592,6 +622,25 @@ impl Store for SqliteStore {
         Box::pin(async move {
             let page = self.call(Op::PendingEvents { after, limit }, Done::events).await?;
             let next = if page.len() == limit { page.last().map(pending_cursor) } else { None };
+            Ok((page, next))
+        })
+    }
+
+    fn list_events<'a>(
+        &'a self,
+        tenant: &'a str,
+        filter: &'a EventFilter,
+        cursor: Option<&'a str>,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
+        let after = cursor.and_then(parse_list_cursor).map(|(at, id)| (at, id.to_owned()));
+        let op = Op::ListEvents { tenant: tenant.to_owned(), filter: filter.clone(), after, limit };
+        Box::pin(async move {
+            // One more than a page is read: whether there is a next page.
+            let mut page = self.call(op, Done::events).await?;
+            let more = page.len() > limit;
+            page.truncate(limit);
+            let next = if more { page.last().map(list_cursor) } else { None };
             Ok((page, next))
         })
     }
