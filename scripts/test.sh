@@ -37,12 +37,14 @@ fi
 # curl, for the TLS listener test (`curl --cacert`).
 if ! command -v curl >/dev/null; then apt_install curl || need "curl"; fi
 
-# A Python JSON-RPC client library, for the HTTP-door client test.
+# A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
+# signing libraries (standardwebhooks, stripe), for tests/webhooks.rs.
 PYVENV="target/py-venv"
-if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests' 2>/dev/null; then
-  echo "== installing jsonrpcclient and requests into $PYVENV"
-  { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31'; } \
-    || need "python3 with jsonrpcclient"
+if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe' 2>/dev/null; then
+  echo "== installing jsonrpcclient, requests, standardwebhooks and stripe into $PYVENV"
+  { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31' \
+      'standardwebhooks==1.1.0' 'stripe==16.1.0'; } \
+    || need "python3 with jsonrpcclient, standardwebhooks and stripe"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 

@@ -31,6 +31,8 @@ pub struct Submitted {
     pub status: IdempotencyStatus,
     /// The client gave no key: `key` was generated for this call.
     pub synthetic_key: bool,
+    /// Where the key came from (DESIGN §15).
+    pub key_origin: crate::KeyOrigin,
 }
 
 /// `evt_` + 32 hex digits of SHA-256 over the record scope: stable across duplicates,
@@ -131,7 +133,13 @@ impl Dispatcher {
             .await
             .map_err(|e| RpcError::internal(format_args!("submission task failed: {e}")))??;
         self.metrics.idempotency(&m.name, status.as_str());
-        Ok(Submitted { event_id: id, key: keyed.key, status, synthetic_key: keyed.synthetic })
+        Ok(Submitted {
+            event_id: id,
+            key: keyed.key,
+            status,
+            synthetic_key: keyed.synthetic,
+            key_origin: keyed.origin,
+        })
     }
 
     async fn accept(

@@ -146,7 +146,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lower-case hex. Written out by hand because `write!("{b:02x}")` per byte was ~2% of the
 /// server's CPU on the duplicate-command benchmark (docs/BENCHMARKS.md).
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {

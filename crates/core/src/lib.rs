@@ -29,6 +29,7 @@
 
 mod cache;
 mod canonical;
+pub mod derived;
 mod dispatch;
 pub mod events;
 mod execution;
@@ -43,6 +44,7 @@ pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use derived::KeyOrigin;
 pub use dispatch::{
     BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, IdempotencyInfo, RESERVED_PARAMS, Reply,
     RequestMeta, generated_id,
@@ -52,8 +54,8 @@ pub use execution::lease_margin;
 pub use idempotency::{IdempotencyConfig, Mode};
 pub use memory::MemoryStore;
 pub use method::{
-    BoxFuture, Context, DEFAULT_TIMEOUT, Handler, HandlerResult, IdempotencyStatus, Kind, MethodSpec,
-    decode_params, typed,
+    BoxFuture, Context, DEFAULT_TIMEOUT, Handler, HandlerResult, IdempotencyStatus, KeySource, Kind,
+    MethodSpec, decode_params, typed,
 };
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;

@@ -81,6 +81,24 @@ pub struct MethodSpec {
     pub params_schema: Option<serde_json::Value>,
     pub timeout: Duration,
     pub description: Option<String>,
+    /// Webhooks (DESIGN §15): where the idempotency key comes from when the request brings
+    /// none. Commands only.
+    pub key_from: Option<KeySource>,
+    /// Webhooks (DESIGN §15): JSON pointers into the params; when set, only their values form
+    /// the fingerprint. Commands only.
+    pub fingerprint_from: Option<Vec<String>>,
+    /// Served only to requests whose signature the front door verified (the flows door of a
+    /// method with `verify`); `/rpc` and stdio refuse it with `-32600`.
+    pub signed: bool,
+}
+
+/// Where a derived idempotency key is read (DESIGN §15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeySource {
+    /// A JSON pointer (RFC 6901) into the params (`key_from = "/id"`).
+    Pointer(String),
+    /// A request header, its name in lower case (`key_header = "webhook-id"`).
+    Header(String),
 }
 
 /// The default handler deadline (DESIGN §2).
@@ -94,6 +112,9 @@ impl MethodSpec {
             params_schema: None,
             timeout: DEFAULT_TIMEOUT,
             description: None,
+            key_from: None,
+            fingerprint_from: None,
+            signed: false,
         }
     }
 
@@ -124,6 +145,24 @@ impl MethodSpec {
 
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = Some(text.into());
+        self
+    }
+
+    /// Derive the idempotency key from the params or a header when the request has none.
+    pub fn key_from(mut self, source: KeySource) -> Self {
+        self.key_from = Some(source);
+        self
+    }
+
+    /// Fingerprint only the values at these JSON pointers.
+    pub fn fingerprint_from(mut self, pointers: Vec<String>) -> Self {
+        self.fingerprint_from = Some(pointers);
+        self
+    }
+
+    /// Serve only requests whose signature the front door verified.
+    pub fn signed(mut self, signed: bool) -> Self {
+        self.signed = signed;
         self
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::method::{Handler, Kind, Method, MethodSpec};
+use crate::method::{Handler, KeySource, Kind, Method, MethodSpec};
 
 /// Why a method could not be registered.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +22,8 @@ pub enum RegistryError {
     Schema(String, String),
     #[error("method {0:?}: timeout must be greater than zero")]
     ZeroTimeout(String),
+    #[error("method {0:?}: {1}")]
+    Webhook(String, String),
 }
 
 /// Every method the server answers. Built once, then shared read-only by the dispatcher.
@@ -67,6 +69,8 @@ impl Registry {
         if spec.timeout.is_zero() {
             return Err(RegistryError::ZeroTimeout(name.into()));
         }
+        let mut spec = spec;
+        check_webhook_rules(&mut spec).map_err(|e| RegistryError::Webhook(name.into(), e))?;
         let validator = match &spec.params_schema {
             None => None,
             Some(schema) => Some(
@@ -112,4 +116,35 @@ impl Registry {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Method> {
         self.methods.values().map(|m| m.as_ref())
     }
+}
+
+/// DESIGN §15: derived keys and fingerprint subsets belong to commands; pointers must be JSON
+/// pointers and header names header names (kept in lower case).
+fn check_webhook_rules(spec: &mut MethodSpec) -> Result<(), String> {
+    let derived = spec.key_from.is_some() || spec.fingerprint_from.is_some();
+    if derived && spec.kind != Kind::Command {
+        return Err("key_from, key_header and fingerprint_from apply to commands only".into());
+    }
+    match &mut spec.key_from {
+        Some(KeySource::Pointer(p)) => {
+            crate::derived::check_pointer(p).map_err(|e| format!("key_from: {e}"))?
+        }
+        Some(KeySource::Header(h)) => {
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if h.is_empty() || !h.bytes().all(token) {
+                return Err(format!("key_header: {h:?} is not a header name"));
+            }
+            h.make_ascii_lowercase();
+        }
+        None => {}
+    }
+    if let Some(pointers) = &spec.fingerprint_from {
+        if pointers.is_empty() {
+            return Err("fingerprint_from: name at least one JSON pointer".into());
+        }
+        for p in pointers {
+            crate::derived::check_pointer(p).map_err(|e| format!("fingerprint_from: {e}"))?;
+        }
+    }
+    Ok(())
 }

@@ -356,6 +356,43 @@ pub struct MethodConfig {
     pub description: Option<String>,
     #[serde(default)]
     pub steps: Vec<StepConfig>,
+    /// Webhooks (DESIGN §15, [`crate::webhooks`]): the key from a JSON pointer into the params…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_from: Option<String>,
+    /// … or from a request header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_header: Option<String>,
+    /// Only these JSON pointers' values form the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint_from: Option<Vec<String>>,
+    /// Deliveries must be signed (checked over the raw body before anything else).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<crate::webhooks::VerifySection>,
+    /// With `verify`: the tenant a verified delivery is served as (no API key needed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+}
+
+impl Default for MethodConfig {
+    /// A command named `""` with no steps (not valid by itself): a base for struct literals
+    /// (`MethodConfig { name, steps, ..Default::default() }`) that keeps them compiling when
+    /// keys are added.
+    fn default() -> Self {
+        MethodConfig {
+            name: String::new(),
+            kind: oncerpc_core::Kind::Command,
+            notification_allowed: false,
+            timeout_ms: None,
+            params_schema: None,
+            description: None,
+            steps: Vec::new(),
+            key_from: None,
+            key_header: None,
+            fingerprint_from: None,
+            verify: None,
+            tenant: None,
+        }
+    }
 }
 
 /// `store.ttl_secs` must be at least this many times `store.lease_ms`.
@@ -609,6 +646,7 @@ impl Config {
                 }
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
+            crate::webhooks::validate(self, m)?;
         }
         self.validate_production()?;
         if self.demo_enabled() {

@@ -10,6 +10,7 @@ pub mod flow;
 pub mod logging;
 pub mod secrets;
 pub mod upstream;
+pub mod webhooks;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,6 +64,8 @@ impl App {
     ) -> Result<App, ConfigError> {
         // Checked here too: tenants may be set by an embedder without `validate`.
         http_tenants(&config).map_err(ConfigError::Invalid)?;
+        // Likewise the webhook verifiers (schemes, secrets, tenants), which the router builds.
+        webhooks::webhooks(&config)?;
         // DESIGN §3: a lease always outlives the method's timeout, with a margin.
         let lease = Duration::from_millis(config.store.lease_ms);
         if let Some(max) = registry.max_timeout()
@@ -125,6 +128,7 @@ impl App {
                 flow_steps,
                 body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
                 cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
+                webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
             },
         )
     }
@@ -316,7 +320,7 @@ pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::M
     if let Some(d) = &m.description {
         spec = spec.description(d.clone());
     }
-    spec
+    webhooks::apply(m, spec)
 }
 
 /// Re-export of the router type so embedders need not depend on axum directly.

@@ -303,5 +303,9 @@ fn print_summary(cfg: &Config) {
             cfg.method_timeout_ms(m),
             steps.join(", ")
         );
+        let webhook = oncerpc::webhooks::summary(m);
+        if !webhook.is_empty() {
+            println!("  webhook   {webhook}");
+        }
     }
 }

@@ -189,6 +189,7 @@ async fn start_flows() -> (TestServer, RawUpstream) {
         params_schema: Some(json!({"type": "object", "required": ["amount"]})),
         description: None,
         steps: vec![StepConfig { name: "transfer".into(), url: format!("http://{}/transfer", up.addr) }],
+        ..Default::default()
     }];
     let s = TestServer::start_with(cfg).await;
     (s, up)

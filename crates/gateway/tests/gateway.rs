@@ -25,6 +25,7 @@ fn flow(name: &str, up: &Upstream, steps: &[&str]) -> MethodConfig {
         params_schema: Some(json!({"type": "object", "required": ["sku"]})),
         description: None,
         steps: steps.iter().map(|s| StepConfig { name: (*s).into(), url: up.url(s) }).collect(),
+        ..Default::default()
     }
 }
 

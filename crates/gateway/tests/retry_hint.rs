@@ -96,6 +96,7 @@ async fn the_flows_door_processing_answer_carries_retry_after() {
         params_schema: None,
         description: None,
         steps: vec![StepConfig { name: "charge".into(), url: up.url("charge") }],
+        ..Default::default()
     }];
     let s = TestServer::start_with(cfg).await;
     let path = "/v2/flows/orders.create?sync=true";

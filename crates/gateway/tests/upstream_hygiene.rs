@@ -170,6 +170,7 @@ fn method(name: &str, url: String) -> MethodConfig {
         params_schema: None,
         description: None,
         steps: vec![StepConfig { name: "fetch".into(), url }],
+        ..Default::default()
     }
 }
 

@@ -9,7 +9,8 @@ use axum::http::{HeaderName, HeaderValue, Method, header};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 use crate::{
-    API_KEY_HEADER, CORRELATION_HEADER, FORCE_RETRY_HEADER, IETF_KEY_HEADER, KEY_HEADER, STATUS_HEADER,
+    API_KEY_HEADER, CORRELATION_HEADER, FORCE_RETRY_HEADER, IETF_KEY_HEADER, KEY_HEADER, KEY_SOURCE_HEADER,
+    STATUS_HEADER,
 };
 
 /// The layer for `origins` (exact origins, or `"*"` for any); `None` when CORS is off.
@@ -40,6 +41,7 @@ pub(crate) fn layer(origins: &[String]) -> Option<CorsLayer> {
                 name(CORRELATION_HEADER),
                 name(KEY_HEADER),
                 name(STATUS_HEADER),
+                name(KEY_SOURCE_HEADER),
                 header::RETRY_AFTER,
             ])
             .max_age(Duration::from_secs(600)),

@@ -74,14 +74,22 @@ pub(crate) async fn flow(
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+    // A signed method's signature first, over the raw bytes, before anything is parsed or
+    // recorded (DESIGN §15). A verified method that names its tenant needs no API key.
+    let verified = match st.config.webhooks.check(&flow, &headers, &bytes, &body_cid) {
+        Ok(v) => v,
+        Err(resp) => return *resp,
+    };
+    let preauth = verified.as_ref().and_then(|v| v.tenant.clone());
+    let (_admitted, tenant) = match st.guard_as(Door::Flows, &headers, uri.query(), preauth) {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let mut meta = match request_meta(&headers, tenant) {
+    let mut meta = match request_meta(&st, &headers, tenant) {
         Ok(m) => m,
         Err(e) => return error_response(&e, &oncerpc_core::generated_id()),
     };
+    meta.signature_verified = verified.is_some();
     let cid = meta.correlation_id.get_or_insert_with(oncerpc_core::generated_id).clone();
     let query = uri.query();
     if flow.starts_with("rpc.") || st.dispatcher.registry().spec(&flow).is_none() {
@@ -138,7 +146,12 @@ pub(crate) async fn flow(
         Ok(s) => {
             let mut resp =
                 json_response(StatusCode::OK, json!({ "event_id": s.event_id }).to_string(), Some(&cid));
-            let info = oncerpc_core::IdempotencyInfo { key: s.key, status: s.status, retry_after_ms: None };
+            let info = oncerpc_core::IdempotencyInfo {
+                key: s.key,
+                status: s.status,
+                retry_after_ms: None,
+                origin: s.key_origin,
+            };
             idempotency_headers(&mut resp, Some(&info));
             if s.synthetic_key {
                 // The key was made up for a keyless call: it is not the client's to reuse.

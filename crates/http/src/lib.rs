@@ -20,6 +20,9 @@
 //!   in-flight permit.
 //!
 //! * CORS ([`cors`], `[http] cors_allowed_origins`): off unless origins are configured.
+//! * Webhooks ([`webhook`], DESIGN §15): a signed method's deliveries on the flows door are
+//!   verified over the raw body before anything else (`401` otherwise); the headers a
+//!   method's `key_header` names are handed to the engine, which derives keys.
 //!
 //! Every answer of `/rpc` and `/v2/*` carries `X-Correlation-Id`.
 
@@ -28,6 +31,7 @@ mod cors;
 mod flows;
 mod rpc;
 pub mod tls;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -47,6 +51,7 @@ use tokio::sync::Semaphore;
 
 pub use auth::{TenantLimits, Tenants};
 pub use axum::Router;
+pub use webhook::{Scheme, Verifier, Webhooks};
 
 /// Response header carrying the request's correlation id (DESIGN §7).
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -60,6 +65,9 @@ pub const STATUS_HEADER: &str = "x-idempotency-status";
 pub const FORCE_RETRY_HEADER: &str = "x-force-retry";
 /// Request header with a tenant's API key (or `?key=`).
 pub const API_KEY_HEADER: &str = "x-api-key";
+/// Response header saying where the idempotency key came from: `client`, `derived`,
+/// `hashed` (DESIGN §15).
+pub const KEY_SOURCE_HEADER: &str = "x-idempotency-key-source";
 
 /// Front-door settings.
 #[derive(Debug, Clone)]
@@ -76,6 +84,8 @@ pub struct HttpConfig {
     pub body_timeout: Duration,
     /// Browser origins allowed by CORS (`"*"`: any); empty: CORS off.
     pub cors_allowed_origins: Vec<String>,
+    /// Signed methods and their verifiers (DESIGN §15).
+    pub webhooks: Webhooks,
 }
 
 impl Default for HttpConfig {
@@ -87,6 +97,7 @@ impl Default for HttpConfig {
             flow_steps: HashMap::new(),
             body_timeout: Duration::from_secs(30),
             cors_allowed_origins: Vec::new(),
+            webhooks: Webhooks::default(),
         }
     }
 }
@@ -98,18 +109,37 @@ pub(crate) struct AppState {
     default_tenant: Arc<str>,
     /// When a body timeout was last logged (at most once a second).
     body_timeout_logged: std::sync::Mutex<Option<tokio::time::Instant>>,
+    /// The headers some method's `key_header` names (lower case); usually none.
+    key_headers: Vec<Arc<str>>,
+    /// Metrics of the front door's own (webhook refusals), rendered after the dispatcher's.
+    door_metrics: prometheus::Registry,
 }
 
 /// The router with every route of the front door.
-pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
+pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     let cors = cors::layer(&config.cors_allowed_origins);
     let in_flight = Semaphore::new(config.max_in_flight.max(1));
+    let registry = dispatcher.registry();
+    let mut key_headers: Vec<Arc<str>> = registry
+        .names()
+        .into_iter()
+        .filter_map(|n| match &registry.spec(n)?.key_from {
+            Some(oncerpc_core::KeySource::Header(h)) => Some(Arc::from(h.as_str())),
+            _ => None,
+        })
+        .collect();
+    key_headers.sort_unstable();
+    key_headers.dedup();
+    let door_metrics = prometheus::Registry::new();
+    config.webhooks.register_metrics(&door_metrics);
     let state = Arc::new(AppState {
         dispatcher,
         config,
         in_flight,
         default_tenant: Arc::from(oncerpc_core::DEFAULT_TENANT),
         body_timeout_logged: std::sync::Mutex::new(None),
+        key_headers,
+        door_metrics,
     });
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
@@ -188,8 +218,23 @@ impl AppState {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Result<(Admitted<'_>, Arc<str>), Box<Response>> {
+        self.guard_as(door, headers, query, None)
+    }
+
+    /// [`guard`](Self::guard), with the tenant already established (a verified webhook
+    /// delivery to a method that names its tenant): no API key is needed then.
+    pub(crate) fn guard_as(
+        &self,
+        door: Door,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        tenant: Option<Arc<str>>,
+    ) -> Result<(Admitted<'_>, Arc<str>), Box<Response>> {
         let mut admitted = self.admit(door)?;
-        let tenant = self.authenticate(headers, query)?;
+        let tenant = match tenant {
+            Some(t) => t,
+            None => self.authenticate(headers, query)?,
+        };
         admitted._tenant_permit = self.admit_tenant(door, &tenant)?;
         Ok((admitted, tenant))
     }
@@ -321,10 +366,21 @@ pub(crate) async fn read_body(
     }
 }
 
-/// Idempotency key, force retry and correlation id from the headers; the tenant from the
-/// authentication extension.
-pub(crate) fn request_meta(headers: &HeaderMap, tenant: Arc<str>) -> Result<RequestMeta, RpcError> {
+/// Idempotency key, force retry and correlation id from the headers, and the values of the
+/// headers a method's `key_header` names; the tenant as authenticated.
+pub(crate) fn request_meta(
+    st: &AppState,
+    headers: &HeaderMap,
+    tenant: Arc<str>,
+) -> Result<RequestMeta, RpcError> {
     let mut meta = RequestMeta { tenant, ..RequestMeta::default() };
+    for name in &st.key_headers {
+        if let Some(v) = headers.get(&**name) {
+            // A value that is not visible ASCII breaks the key format: the engine hashes it.
+            let v = String::from_utf8_lossy(v.as_bytes());
+            meta.key_headers.push((name.clone(), Arc::from(v.as_ref())));
+        }
+    }
     let mut key: Option<&str> = None;
     for name in [KEY_HEADER, IETF_KEY_HEADER] {
         if let Some(v) = headers.get(name) {
@@ -380,6 +436,9 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
             h.insert(KEY_HEADER, v);
         }
         h.insert(STATUS_HEADER, HeaderValue::from_static(info.status.as_str()));
+        if matches!(info.origin, oncerpc_core::KeyOrigin::Derived | oncerpc_core::KeyOrigin::Hashed) {
+            h.insert(KEY_SOURCE_HEADER, HeaderValue::from_static(info.origin.as_str()));
+        }
         if let Some(ms) = info.retry_after_ms {
             h.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs(Duration::from_millis(ms))));
         }
@@ -416,7 +475,12 @@ async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    let mut resp = (StatusCode::OK, st.dispatcher.metrics().render()).into_response();
+    let mut text = st.dispatcher.metrics().render();
+    let mut door = Vec::new();
+    let _ =
+        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &st.door_metrics.gather(), &mut door);
+    text.push_str(&String::from_utf8_lossy(&door));
+    let mut resp = (StatusCode::OK, text).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
     resp

@@ -30,7 +30,7 @@ pub(crate) async fn rpc(
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let meta = match request_meta(&headers, tenant) {
+    let meta = match request_meta(&st, &headers, tenant) {
         Ok(m) => m,
         Err(e) => return bad_request(&e),
     };

@@ -22,15 +22,17 @@ pub struct IdempotencyInfo {
     pub status: IdempotencyStatus,
     /// With `processing`: when to try again (DESIGN §3), for HTTP's `Retry-After`.
     pub retry_after_ms: Option<u64>,
+    /// Where the key came from (DESIGN §15), for `X-Idempotency-Key-Source`.
+    pub origin: crate::KeyOrigin,
 }
 
 impl IdempotencyInfo {
-    fn of(key: Arc<str>, status: IdempotencyStatus, outcome: &Outcome) -> Self {
+    fn of(key: Arc<str>, origin: crate::KeyOrigin, status: IdempotencyStatus, outcome: &Outcome) -> Self {
         let retry_after_ms = match status {
             IdempotencyStatus::Processing => crate::execution::in_progress_hint(outcome),
             _ => None,
         };
-        IdempotencyInfo { key, status, retry_after_ms }
+        IdempotencyInfo { key, status, retry_after_ms, origin }
     }
 }
 
@@ -47,7 +49,7 @@ impl Dispatcher {
         let key = keyed.key.clone();
         let Some(local) = local else {
             let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;
-            let info = status.map(|status| IdempotencyInfo::of(key, status, &outcome));
+            let info = status.map(|status| IdempotencyInfo::of(key, keyed.origin, status, &outcome));
             return (outcome, info);
         };
         // Inside a batch: the first entry with this (method, key) runs, the others share it.
@@ -78,7 +80,7 @@ impl Dispatcher {
                 other => other,
             }
         };
-        let info = status.map(|status| IdempotencyInfo::of(key, status, &shared.outcome));
+        let info = status.map(|status| IdempotencyInfo::of(key, keyed.origin, status, &shared.outcome));
         (shared.outcome, info)
     }
 

@@ -84,6 +84,12 @@ pub struct RequestMeta {
     pub correlation_id: Option<Arc<str>>,
     /// The flow step whose output is the result (flows door: `?return_step=`).
     pub return_step: Option<Arc<str>>,
+    /// Request headers a method's `key_header` names: (lower-case name, value). Only those
+    /// are collected, so this is empty unless a method derives its key from a header.
+    pub key_headers: Vec<(Arc<str>, Arc<str>)>,
+    /// The front door verified this request's webhook signature for the method it calls
+    /// (DESIGN §15). A method registered as `signed` is refused without it.
+    pub signature_verified: bool,
 }
 
 impl Default for RequestMeta {
@@ -94,6 +100,8 @@ impl Default for RequestMeta {
             force_retry: false,
             correlation_id: None,
             return_step: None,
+            key_headers: Vec::new(),
+            signature_verified: false,
         }
     }
 }

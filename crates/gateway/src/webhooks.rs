@@ -1,0 +1,143 @@
+//! The webhook keys of a `[[methods]]` entry (DESIGN §15): `key_from` / `key_header`,
+//! `fingerprint_from`, `verify = { scheme, secret, tolerance_secs }` and `tenant`. Parsed
+//! here, checked by the code that will use them (core's registry for pointers and header
+//! names, `oncerpc_http::Verifier` for schemes and secrets), so the rules live once.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, ConfigError, MethodConfig};
+
+/// `verify = { scheme = "github", secret = "${GITHUB_WEBHOOK_SECRET}" }`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySection {
+    /// `standard-webhooks`, `github` or `stripe`.
+    pub scheme: String,
+    /// One secret, or several while rotating (any may match). Never printed.
+    pub secret: Secrets,
+    /// Timestamped schemes: how far the signed timestamp may be from now (default 300 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance_secs: Option<u64>,
+}
+
+/// One secret or a list; `Debug` and `Serialize` show only how many.
+#[derive(Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Secrets {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Secrets {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Secrets::One(s) => vec![s.clone()],
+            Secrets::Many(v) => v.clone(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            Secrets::One(_) => 1,
+            Secrets::Many(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} secret(s)>", self.len())
+    }
+}
+
+impl Serialize for Secrets {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
+fn invalid(m: &MethodConfig, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid(format!("methods.{}.{msg}", m.name))
+}
+
+/// The verifier of a method with `verify`, `None` without. Errors name the key.
+pub fn verifier(cfg: &Config, m: &MethodConfig) -> Result<Option<oncerpc_http::Verifier>, ConfigError> {
+    let Some(v) = &m.verify else {
+        if m.tenant.is_some() {
+            return Err(invalid(m, "tenant: only a method with verify may name its tenant"));
+        }
+        return Ok(None);
+    };
+    let scheme =
+        oncerpc_http::Scheme::parse(&v.scheme).map_err(|e| invalid(m, format!("verify.scheme: {e}")))?;
+    let tenant = match &m.tenant {
+        None => None,
+        Some(t) if cfg.tenants.iter().any(|c| &c.name == t) => Some(Arc::from(t.as_str())),
+        Some(t) => return Err(invalid(m, format!("tenant: {t:?} is not one of the [[tenants]]"))),
+    };
+    oncerpc_http::Verifier::new(scheme, &v.secret.to_vec(), v.tolerance_secs, tenant)
+        .map(Some)
+        .map_err(|e| invalid(m, e))
+}
+
+/// Checks serde cannot express: one key source, and a verifier that can be built.
+pub fn validate(cfg: &Config, m: &MethodConfig) -> Result<(), ConfigError> {
+    if m.key_from.is_some() && m.key_header.is_some() {
+        return Err(invalid(m, "key_from and key_header: set one of them, not both"));
+    }
+    verifier(cfg, m)?;
+    Ok(())
+}
+
+/// The webhook parts of a method's registry spec.
+pub fn apply(m: &MethodConfig, mut spec: oncerpc_core::MethodSpec) -> oncerpc_core::MethodSpec {
+    use oncerpc_core::KeySource;
+    if let Some(p) = &m.key_from {
+        spec = spec.key_from(KeySource::Pointer(p.clone()));
+    }
+    if let Some(h) = &m.key_header {
+        spec = spec.key_from(KeySource::Header(h.clone()));
+    }
+    if let Some(ps) = &m.fingerprint_from {
+        spec = spec.fingerprint_from(ps.clone());
+    }
+    spec.signed(m.verify.is_some())
+}
+
+/// Every signed method's verifier, for the front door.
+pub fn webhooks(cfg: &Config) -> Result<oncerpc_http::Webhooks, ConfigError> {
+    let mut out = oncerpc_http::Webhooks::new();
+    for m in &cfg.methods {
+        if let Some(v) = verifier(cfg, m)? {
+            out.insert(m.name.clone(), v);
+        }
+    }
+    Ok(out)
+}
+
+/// What `check-config` prints of a method's webhook keys (never a secret).
+pub fn summary(m: &MethodConfig) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &m.key_from {
+        parts.push(format!("key_from={p}"));
+    }
+    if let Some(h) = &m.key_header {
+        parts.push(format!("key_header={h}"));
+    }
+    if let Some(ps) = &m.fingerprint_from {
+        parts.push(format!("fingerprint_from=[{}]", ps.join(", ")));
+    }
+    if let Some(v) = &m.verify {
+        parts.push(format!("verify={} ({} secret(s))", v.scheme, v.secret.len()));
+    }
+    if let Some(t) = &m.tenant {
+        parts.push(format!("tenant={t}"));
+    }
+    parts.join(" ")
+}
