@@ -205,6 +205,12 @@ impl Metrics {
         self.tls_reloads.with_label_values(&[outcome]).inc();
     }
 
+    /// Add a metric family kept elsewhere (e.g. by the gateway's flows) to this registry's
+    /// exposition. Registering a family twice is an error.
+    pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<(), String> {
+        self.registry.register(collector).map_err(|e| e.to_string())
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         if let Some(read) = LOG_LINES_DROPPED.get() {

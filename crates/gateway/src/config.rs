@@ -402,11 +402,20 @@ fn default_timeout_ms() -> u64 {
     30_000
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// `[[methods.steps]]`. `Default` is a base for struct literals (an empty name and URL are
+/// not valid by themselves).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepConfig {
     pub name: String,
     pub url: String,
+    /// Attempts and backoff for transient failures (`retry.rs`); one attempt by default.
+    #[serde(default)]
+    pub retry: crate::retry::RetryPolicy,
+    /// Each attempt's own time limit; without it an attempt may take the method's whole
+    /// remaining time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Config {
@@ -641,6 +650,15 @@ impl Config {
                 if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
                     return Err(invalid(format!(
                         "methods.{}.steps.{}: url must start with http:// or https://",
+                        m.name, s.name
+                    )));
+                }
+                if let Some(problem) = s.retry.problem() {
+                    return Err(invalid(format!("methods.{}.steps.{}: {problem}", m.name, s.name)));
+                }
+                if s.timeout_ms == Some(0) {
+                    return Err(invalid(format!(
+                        "methods.{}.steps.{}: timeout_ms must be greater than 0",
                         m.name, s.name
                     )));
                 }

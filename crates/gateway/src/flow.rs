@@ -10,9 +10,16 @@
 //!
 //! Every upstream call carries `X-Correlation-Id` and, for keyed executions, an
 //! `X-Idempotency-Key` derived from (tenant, method, key, step) — see [`upstream_key`] — so
-//! an upstream can deduplicate a step that a take-over re-executes.
+//! an upstream can deduplicate a step that a take-over or a retry re-executes.
+//!
+//! A step with `retry = { attempts, … }` tries again after a transient failure (see
+//! `retry.rs`), within the method's deadline; each attempt has `timeout_ms` if set, and is
+//! counted in `oncerpc_step_attempts_total{method,step,outcome}`.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use prometheus::{IntCounterVec, Opts};
 
 use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
@@ -20,6 +27,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::config::{StepConfig, UpstreamConfig};
+use crate::retry::{self, Attempt};
 
 /// Most bytes of an upstream error body quoted in `error.data` (dev mode) and in the log.
 const QUOTE_LIMIT: usize = 512;
@@ -56,6 +64,38 @@ pub struct Flow {
     steps: Vec<StepConfig>,
     client: reqwest::Client,
     policy: UpstreamPolicy,
+    /// The method's time limit: no retry waits past it.
+    timeout: Duration,
+    attempts: StepAttempts,
+}
+
+/// `oncerpc_step_attempts_total{method,step,outcome}`, shared by every flow of an app.
+#[derive(Clone)]
+pub struct StepAttempts(IntCounterVec);
+
+impl StepAttempts {
+    pub fn new() -> StepAttempts {
+        let opts = Opts::new(
+            "oncerpc_step_attempts_total",
+            "Attempts of flow steps, by method, step and outcome (succeeded; transient: refused or reset connection, attempt timeout, 429, 502, 503, 504; failed: any other failure)",
+        );
+        StepAttempts(IntCounterVec::new(opts, &["method", "step", "outcome"]).expect("valid metric"))
+    }
+
+    /// The family, for a metrics registry.
+    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
+        Box::new(self.0.clone())
+    }
+
+    pub fn get(&self, method: &str, step: &str, outcome: &str) -> u64 {
+        self.0.with_label_values(&[method, step, outcome]).get()
+    }
+}
+
+impl Default for StepAttempts {
+    fn default() -> Self {
+        StepAttempts::new()
+    }
 }
 
 /// Why a step failed. The log always gets the detail; `error.data` only in dev mode.
@@ -71,6 +111,8 @@ enum Failure {
     TooLarge(usize),
     /// The answer is not JSON.
     NotJson(String),
+    /// The attempt's own `timeout_ms` ran out.
+    Timeout(u64),
 }
 
 /// Reading an answer body stopped.
@@ -80,15 +122,23 @@ enum ReadError {
 }
 
 impl Flow {
-    pub fn new(name: &str, steps: Vec<StepConfig>, client: reqwest::Client, policy: UpstreamPolicy) -> Flow {
-        Flow { name: name.to_owned(), steps, client, policy }
+    pub fn new(
+        name: &str,
+        steps: Vec<StepConfig>,
+        client: reqwest::Client,
+        policy: UpstreamPolicy,
+        timeout: Duration,
+        attempts: StepAttempts,
+    ) -> Flow {
+        Flow { name: name.to_owned(), steps, client, policy, timeout, attempts }
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
+        let deadline = Instant::now() + self.timeout;
         let mut input = first_input(params)?;
         let mut chosen: Option<String> = None;
         for step in &self.steps {
-            let output = self.call_step(&ctx, step, input).await?;
+            let output = self.call_step(&ctx, step, input, deadline).await?;
             if ctx.return_step.as_deref() == Some(step.name.as_str()) {
                 chosen = Some(output.clone());
             }
@@ -98,8 +148,55 @@ impl Flow {
         RawValue::from_string(result).map_err(|e| RpcError::internal(format_args!("flow result: {e}")))
     }
 
-    /// `POST` one step and return its JSON output.
-    async fn call_step(&self, ctx: &Context, step: &StepConfig, input: String) -> Result<String, RpcError> {
+    /// `POST` one step, with its retries, and return its JSON output.
+    async fn call_step(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        input: String,
+        deadline: Instant,
+    ) -> Result<String, RpcError> {
+        let input = bytes::Bytes::from(input);
+        let mut attempt = 1;
+        loop {
+            let outcome = match step.timeout_ms {
+                Some(ms) => {
+                    tokio::time::timeout(Duration::from_millis(ms), self.attempt(ctx, step, input.clone()))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err((self.fail(ctx, step, None, Failure::Timeout(ms)), Attempt::Transient(None)))
+                        })
+                }
+                None => self.attempt(ctx, step, input.clone()).await,
+            };
+            let kind = match &outcome {
+                Ok(_) => Attempt::Succeeded,
+                Err((_, kind)) => *kind,
+            };
+            self.attempts.0.with_label_values(&[&self.name, &step.name, kind.label()]).inc();
+            match outcome {
+                Ok(output) => return Ok(output),
+                Err((e, Attempt::Transient(asked))) if attempt < step.retry.attempts => {
+                    let wait = step.retry.wait(attempt, asked, retry::unit());
+                    if Instant::now() + wait >= deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err((e, _)) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt of a step: its JSON output, or its failure and whether another attempt
+    /// may cure it.
+    async fn attempt(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        input: bytes::Bytes,
+    ) -> Result<String, (RpcError, Attempt)> {
         let mut req = self
             .client
             .post(&step.url)
@@ -111,29 +208,43 @@ impl Flow {
         }
         let mut resp = req.send().await.map_err(|e| {
             let tls = crate::upstream::tls_reason(&e);
-            self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e), tls))
+            // A refused or reset connection may be back; a certificate will not change.
+            let kind = if tls.is_some() { Attempt::Permanent } else { Attempt::Transient(None) };
+            (self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e), tls)), kind)
         })?;
         let status = resp.status();
         if !status.is_success() {
+            let kind = if retry::transient_status(status.as_u16()) {
+                let asked = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
+                Attempt::Transient(asked)
+            } else {
+                Attempt::Permanent
+            };
             // Only the start of an error body is ever read: it is quoted, never used.
             let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
-            return Err(self.fail(ctx, step, Some(status), Failure::Status(body)));
+            return Err((self.fail(ctx, step, Some(status), Failure::Status(body)), kind));
         }
         let max = self.policy.max_response_bytes;
         let body = read_capped(&mut resp, max).await.map_err(|e| match e {
-            ReadError::TooLarge => self.fail(ctx, step, Some(status), Failure::TooLarge(max)),
-            ReadError::Io(e) => self.fail(ctx, step, Some(status), Failure::Read(error_chain(&e))),
+            ReadError::TooLarge => {
+                (self.fail(ctx, step, Some(status), Failure::TooLarge(max)), Attempt::Permanent)
+            }
+            ReadError::Io(e) => {
+                (self.fail(ctx, step, Some(status), Failure::Read(error_chain(&e))), Attempt::Transient(None))
+            }
         })?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok("null".to_owned());
         }
         match serde_json::from_slice::<&RawValue>(&body) {
             Ok(raw) => Ok(raw.get().to_owned()),
-            Err(e) => Err(self.fail(
-                ctx,
-                step,
-                Some(status),
-                Failure::NotJson(format!("the answer is not JSON: {e}")),
+            Err(e) => Err((
+                self.fail(ctx, step, Some(status), Failure::NotJson(format!("the answer is not JSON: {e}"))),
+                Attempt::Permanent,
             )),
         }
     }
@@ -153,6 +264,9 @@ impl Flow {
             Failure::NotJson(e) => ("error", e, None),
             Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned(), None),
             Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes"), None),
+            Failure::Timeout(ms) => {
+                ("reason", format!("no answer within the step's timeout_ms ({ms})"), None)
+            }
         };
         tracing::warn!(
             correlation_id = %ctx.correlation_id,
@@ -264,15 +378,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// Register every `[[methods]]` flow.
+/// Register every `[[methods]]` flow; their attempts are counted in `attempts`.
 pub fn register_flows(
     registry: &mut oncerpc_core::Registry,
     config: &crate::Config,
     client: &reqwest::Client,
+    attempts: &StepAttempts,
 ) -> Result<(), crate::ConfigError> {
     let policy = UpstreamPolicy::new(config);
     for m in &config.methods {
-        let flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy);
+        let timeout = Duration::from_millis(config.method_timeout_ms(m));
+        let flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone());
         registry
             .register_arc(&m.name, crate::method_spec(config, m), Arc::new(flow))
             .map_err(|e| crate::ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;

@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo;
 pub mod flow;
 pub mod logging;
+pub mod retry;
 pub mod secrets;
 pub mod upstream;
 pub mod webhooks;
@@ -45,9 +46,12 @@ impl App {
             demo::register(&mut registry, demo_state.clone(), timeout)
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
-        flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?)?;
+        let attempts = flow::StepAttempts::new();
+        flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?, &attempts)?;
         let store = open_store(&config.store, config.mode).await?;
-        App::with_store(config, registry, demo_state, store)
+        let app = App::with_store(config, registry, demo_state, store)?;
+        app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
+        Ok(app)
     }
 
     /// An app serving a registry built by the caller (embedding, tests), with a memory store.

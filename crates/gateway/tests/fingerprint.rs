@@ -188,7 +188,11 @@ async fn start_flows() -> (TestServer, RawUpstream) {
         timeout_ms: Some(5_000),
         params_schema: Some(json!({"type": "object", "required": ["amount"]})),
         description: None,
-        steps: vec![StepConfig { name: "transfer".into(), url: format!("http://{}/transfer", up.addr) }],
+        steps: vec![StepConfig {
+            name: "transfer".into(),
+            url: format!("http://{}/transfer", up.addr),
+            ..Default::default()
+        }],
         ..Default::default()
     }];
     let s = TestServer::start_with(cfg).await;

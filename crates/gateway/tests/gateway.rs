@@ -24,7 +24,10 @@ fn flow(name: &str, up: &Upstream, steps: &[&str]) -> MethodConfig {
         timeout_ms: Some(5_000),
         params_schema: Some(json!({"type": "object", "required": ["sku"]})),
         description: None,
-        steps: steps.iter().map(|s| StepConfig { name: (*s).into(), url: up.url(s) }).collect(),
+        steps: steps
+            .iter()
+            .map(|s| StepConfig { name: (*s).into(), url: up.url(s), ..Default::default() })
+            .collect(),
         ..Default::default()
     }
 }

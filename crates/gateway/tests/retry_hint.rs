@@ -95,7 +95,7 @@ async fn the_flows_door_processing_answer_carries_retry_after() {
         timeout_ms: Some(5_000),
         params_schema: None,
         description: None,
-        steps: vec![StepConfig { name: "charge".into(), url: up.url("charge") }],
+        steps: vec![StepConfig { name: "charge".into(), url: up.url("charge"), ..Default::default() }],
         ..Default::default()
     }];
     let s = TestServer::start_with(cfg).await;

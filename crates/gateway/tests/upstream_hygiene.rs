@@ -169,7 +169,7 @@ fn method(name: &str, url: String) -> MethodConfig {
         timeout_ms: Some(10_000),
         params_schema: None,
         description: None,
-        steps: vec![StepConfig { name: "fetch".into(), url }],
+        steps: vec![StepConfig { name: "fetch".into(), url, ..Default::default() }],
         ..Default::default()
     }
 }

@@ -22,7 +22,12 @@ pub struct Call {
     pub body: Value,
     pub idempotency_key: Option<String>,
     pub correlation_id: Option<String>,
+    /// When the call arrived.
+    pub at: std::time::Instant,
 }
+
+/// A scripted answer: status and `Retry-After`.
+type Scripted = (u16, Option<String>);
 
 #[derive(Default)]
 pub struct Behaviour {
@@ -35,6 +40,8 @@ pub struct Behaviour {
     active: AtomicU64,
     max_active: AtomicU64,
     handshakes_failed: AtomicU64,
+    /// Per step, answers given before the normal one: (status, `Retry-After`), in order.
+    scripted: Mutex<HashMap<String, std::collections::VecDeque<Scripted>>>,
 }
 
 pub struct Upstream {
@@ -114,6 +121,12 @@ impl Upstream {
         self.state.max_active.load(Ordering::SeqCst)
     }
 
+    /// The next calls of `step` get these answers, one each, before the normal one.
+    pub fn script(&self, step: &str, answers: &[(u16, Option<&str>)]) {
+        let mut s = self.state.scripted.lock().unwrap();
+        s.entry(step.to_owned()).or_default().extend(answers.iter().map(|(c, r)| (*c, r.map(str::to_owned))));
+    }
+
     pub fn set_fail(&self, fail: bool) {
         self.state.fail.store(fail, Ordering::SeqCst);
     }
@@ -146,6 +159,7 @@ async fn step(
             body: input.clone(),
             idempotency_key: header("x-idempotency-key"),
             correlation_id: header("x-correlation-id"),
+            at: std::time::Instant::now(),
         });
         calls.iter().filter(|c| c.step == step).count()
     };
@@ -160,8 +174,16 @@ async fn step(
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     st.active.fetch_sub(1, Ordering::SeqCst);
-    if st.fail.load(Ordering::SeqCst) {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded".to_string());
+    let scripted = st.scripted.lock().unwrap().get_mut(&step).and_then(|q| q.pop_front());
+    if let Some((code, retry_after)) = scripted {
+        let mut resp = (StatusCode::from_u16(code).unwrap(), format!("scripted {code}")).into_response();
+        if let Some(r) = retry_after {
+            resp.headers_mut().insert("retry-after", r.parse().unwrap());
+        }
+        return resp;
     }
-    (StatusCode::OK, json!({ "step": step, "n": n, "input": input }).to_string())
+    if st.fail.load(Ordering::SeqCst) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded".to_string()).into_response();
+    }
+    (StatusCode::OK, json!({ "step": step, "n": n, "input": input }).to_string()).into_response()
 }
