@@ -169,7 +169,8 @@ impl Dispatcher {
                     let _ = self.store.release(&sub.record, token).await;
                     return Err(RpcError::new(ErrorCode::StoreUnavailable));
                 }
-                self.spawn_event(sub.method.clone(), event, token, sub.cid.clone(), sub.started, permit);
+                let journal = self.exec.journal(&sub.record, token, kind, lease).await;
+                self.spawn_event(sub.method.clone(), event, journal, sub.cid.clone(), sub.started, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
@@ -210,11 +211,12 @@ impl Dispatcher {
         self: &Arc<Self>,
         method: Arc<Method>,
         event: Event,
-        token: u64,
+        journal: crate::journal::StepJournal,
         cid: Arc<str>,
         started: Instant,
         permit: OwnedSemaphorePermit,
     ) {
+        let token = journal.token();
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
             running.insert(event.id.clone());
@@ -244,6 +246,7 @@ impl Dispatcher {
                     idempotency_key: Some(event.record.key.clone()),
                     idempotency_status: Some(IdempotencyStatus::New),
                     return_step: event.return_step.as_deref().map(Arc::from),
+                    journal: Some(journal),
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
@@ -333,7 +336,8 @@ impl Dispatcher {
                     tracing::warn!(event_id = %event.id, "the event has a newer owner; running under the record's token");
                 }
                 let cid = Arc::from(event.id.as_str());
-                self.spawn_event(method, event, token, cid, started, permit);
+                let journal = self.exec.journal(&event.record, token, kind, lease).await;
+                self.spawn_event(method, event, journal, cid, started, permit);
                 Ok(true)
             }
             Ok(Acquired::Not(Claim::Done(outcome, _))) => {

@@ -172,6 +172,34 @@ impl Executions {
         RpcError::new(ErrorCode::StoreUnavailable)
     }
 
+    /// The step journal of the execution that acquired `key` under `token`. Only a take-over
+    /// reads the record (a fresh or force-retried execution has no stored steps); if that
+    /// read fails, the execution starts from its first step, each step with its step key.
+    pub async fn journal(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        kind: AcquireKind,
+        lease: Duration,
+    ) -> crate::journal::StepJournal {
+        let stored = if kind == AcquireKind::TakeOver {
+            match self.store.get(key).await {
+                Ok(Some(rec)) if rec.token == token => rec.steps,
+                Ok(_) => crate::store::Journal::new(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the step journal: resuming from the first step");
+                    crate::store::Journal::new()
+                }
+            }
+        } else {
+            crate::store::Journal::new()
+        };
+        if !stored.is_empty() {
+            tracing::info!(token, steps = stored.len(), "resuming after the steps an earlier owner finished");
+        }
+        crate::journal::StepJournal::new(self.store.clone(), key.clone(), token, lease, stored)
+    }
+
     /// Claim a record and make it ours: confirm a take-over, give back a claim that came back
     /// after `deadline`.
     pub async fn acquire(

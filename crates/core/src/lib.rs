@@ -34,6 +34,7 @@ mod dispatch;
 pub mod events;
 mod execution;
 pub mod idempotency;
+pub mod journal;
 mod memory;
 mod method;
 pub mod metrics;

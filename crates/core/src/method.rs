@@ -65,6 +65,9 @@ pub struct Context {
     pub idempotency_status: Option<IdempotencyStatus>,
     /// For flows: the step whose output is the result (`?return_step=` on the flows door).
     pub return_step: Option<Arc<str>>,
+    /// The step journal of a keyed execution (DESIGN §14): the steps an earlier owner
+    /// finished, and where to store each new one. `None` without a key.
+    pub journal: Option<crate::journal::StepJournal>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use

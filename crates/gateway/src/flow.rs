@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{StepConfig, UpstreamConfig};
 use crate::retry::{self, Attempt};
+use oncerpc_core::journal::JournalError;
 
 /// Most bytes of an upstream error body quoted in `error.data` (dev mode) and in the log.
 const QUOTE_LIMIT: usize = 512;
@@ -137,8 +138,9 @@ impl Flow {
         let deadline = Instant::now() + self.timeout;
         let mut input = first_input(params)?;
         let mut chosen: Option<String> = None;
-        for step in &self.steps {
-            let output = self.call_step(&ctx, step, input, deadline).await?;
+        let last = self.steps.len() - 1;
+        for (n, step) in self.steps.iter().enumerate() {
+            let output = self.run_step(&ctx, n, n == last, step, input, deadline).await?;
             if ctx.return_step.as_deref() == Some(step.name.as_str()) {
                 chosen = Some(output.clone());
             }
@@ -146,6 +148,39 @@ impl Flow {
         }
         let result = chosen.unwrap_or(input);
         RawValue::from_string(result).map_err(|e| RpcError::internal(format_args!("flow result: {e}")))
+    }
+
+    /// Step `n`: its stored output when an earlier owner of this execution finished it (it
+    /// is never called again), else its answer, stored in the journal before the next step
+    /// starts. The last step's output is stored by the completion itself.
+    async fn run_step(
+        &self,
+        ctx: &Context,
+        n: usize,
+        last: bool,
+        step: &StepConfig,
+        input: String,
+        deadline: Instant,
+    ) -> Result<String, RpcError> {
+        let index = n as u32;
+        if let Some(stored) = ctx.journal.as_ref().and_then(|j| j.stored(index)) {
+            return Ok(stored.to_owned());
+        }
+        let output = self.call_step(ctx, step, input, deadline).await?;
+        if let (Some(journal), false) = (&ctx.journal, last) {
+            match journal.record(index, &output).await {
+                Ok(()) => {}
+                Err(JournalError::Fenced) => {
+                    tracing::warn!(step = %step.name, "taken over during the flow: not running its next steps");
+                    return Err(RpcError::new(ErrorCode::StoreUnavailable));
+                }
+                // Not fatal: after a take-over the step would run again, with its step key.
+                Err(JournalError::Store(e)) => {
+                    tracing::warn!(step = %step.name, error = %e, "could not store the step's output")
+                }
+            }
+        }
+        Ok(output)
     }
 
     /// `POST` one step, with its retries, and return its JSON output.

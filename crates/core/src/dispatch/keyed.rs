@@ -127,7 +127,10 @@ impl Dispatcher {
                 {
                     Err(e) => return drop(reply.send((Outcome::Error(e), None))),
                     Ok(Acquired::Not(claim)) => return drop(reply.send(answer(claim))),
-                    Ok(Acquired::Owner { token, .. }) => token,
+                    Ok(Acquired::Owner { token, kind }) => {
+                        ctx.journal = Some(exec.journal(&record_key, token, kind, lease).await);
+                        token
+                    }
                 };
                 ctx.idempotency_status = Some(IdempotencyStatus::New);
                 let work = run_handler(&method, ctx, params.as_deref(), started);

@@ -58,6 +58,7 @@ impl Dispatcher {
             idempotency_key: None,
             idempotency_status: None,
             return_step: meta.return_step.clone(),
+            journal: None,
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {

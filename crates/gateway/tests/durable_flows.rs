@@ -1,0 +1,137 @@
+//! Durable flows (issue: each step runs once, across crashes): a three-step async flow whose
+//! gateway is killed with `kill -9` after step 1 finished and while step 2 is in flight. After
+//! a restart on the same SQLite file, and on another replica sharing Redis or PostgreSQL, the
+//! event is resumed from the journal: step 1 is not called again, step 2 at most twice with
+//! the same step key, step 3 once, and the event succeeds with the output the steps chain to.
+
+mod common;
+
+use std::time::Duration;
+
+use common::process::{Gateway, TempDir, unique};
+use common::upstream::Upstream;
+use serde_json::Value;
+
+/// A config with the three-step flow `method` (steps `reserve`, `pack`, `send`). The name is
+/// unique per run: a replica resumes every pending event of the methods it serves, and the
+/// PostgreSQL database is shared with other tests and earlier runs.
+fn config(dir: &TempDir, store_url: &str, up: &Upstream, method: &str) -> String {
+    let path = dir.file("durable.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+[store]
+url = "{store_url}"
+lease_ms = 2500
+resume_interval_ms = 200
+redis_prefix = "{prefix}"
+
+[[methods]]
+name = "{method}"
+kind = "command"
+timeout_ms = 1500
+
+  [[methods.steps]]
+  name = "reserve"
+  url = "{reserve}"
+
+  [[methods.steps]]
+  name = "pack"
+  url = "{pack}"
+
+  [[methods.steps]]
+  name = "send"
+  url = "{send}"
+"#,
+            prefix = unique("oncerpc-durable"),
+            reserve = up.url("reserve"),
+            pack = up.url("pack"),
+            send = up.url("send"),
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// Accept the event on `a`, kill `a` once step 2 is in flight, and let `b` (started by
+/// `restart` after the kill, or already running) finish it.
+async fn kill_during_step_two(store_url: &str, restart: bool) {
+    let up = Upstream::start().await;
+    up.set_delay(1_000, &["pack"]);
+    let dir = TempDir::new("durable");
+    let method = unique("ship").replace('-', "_");
+    let config = config(&dir, store_url, &up, &method);
+    let mut a = Gateway::start(&["--config", &config]);
+    let mut b = (!restart).then(|| Gateway::start(&["--config", &config]));
+    let client = common::http_client();
+    let resp = client
+        .post(a.url(&format!("/v2/flows/{method}")))
+        .header("X-Idempotency-Key", unique("ship"))
+        .body(r#"{"sku":"A-1","qty":2}"#)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "accepted as an async event: {}", resp.status());
+    let id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
+    for _ in 0..2000 {
+        if up.count("pack") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!((up.count("reserve"), up.count("pack")), (1, 1), "step 2 is in flight");
+    a.kill9();
+    up.set_delay(0, &[]);
+    let b = match b.take() {
+        Some(b) => b,
+        None => Gateway::start(&["--config", &config]),
+    };
+
+    let mut event = Value::Null;
+    for _ in 0..300 {
+        event = client.get(b.url(&format!("/v2/events/{id}"))).send().await.unwrap().json().await.unwrap();
+        if event["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(event["status"], "succeeded", "{store_url}: {event}");
+    assert_eq!(up.count("reserve"), 1, "{store_url}: step 1 is never called again");
+    assert!(up.count("pack") <= 2, "{store_url}: step 2 at most twice");
+    assert_eq!(up.count("send"), 1, "{store_url}: step 3 once");
+
+    let calls = up.calls();
+    let of = |step: &str| calls.iter().filter(|c| c.step == step).collect::<Vec<_>>();
+    let (reserve, pack, send) = (of("reserve"), of("pack"), of("send"));
+    assert!(pack.iter().all(|c| c.idempotency_key == pack[0].idempotency_key), "the same step key");
+    assert_ne!(pack[0].idempotency_key, reserve[0].idempotency_key, "a key per step");
+    // Step 2 got step 1's stored output, exactly as the first time; step 3 got step 2's.
+    let reserve_output = serde_json::json!({"step": "reserve", "n": 1, "input": {"sku": "A-1", "qty": 2}});
+    assert!(pack.iter().all(|c| c.body == reserve_output), "{store_url}: {:?}", pack[pack.len() - 1].body);
+    assert_eq!(send[0].body["step"], "pack");
+    assert_eq!(send[0].body["input"], reserve_output);
+    // The event's result is the last step's output.
+    assert_eq!(event["result"]["step"], "send", "{event}");
+    assert_eq!(event["result"]["input"]["input"], reserve_output, "{event}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_restart_resumes_the_flow_after_its_last_finished_step() {
+    let dir = TempDir::new("durable-sqlite");
+    kill_during_step_two(&format!("sqlite://{}", dir.file("o.db").display()), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_another_replica_resumes_the_flow_after_its_last_finished_step() {
+    if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") {
+        kill_during_step_two(&url, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_another_replica_resumes_the_flow_after_its_last_finished_step() {
+    if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_POSTGRES_URL", "PostgreSQL") {
+        kill_during_step_two(&url, false).await;
+    }
+}
