@@ -20,6 +20,8 @@ use crate::execution::{Acquired, Settled, stored_outcome};
 use crate::method::{Context, IdempotencyStatus, Method};
 use crate::store::{Claim, Event, EventStatus, RecordKey, StoreError, StoredOutcome, now_ms};
 
+mod redrive;
+
 /// Pending events read per page by the resume scanner.
 const RESUME_PAGE: usize = 100;
 
@@ -65,6 +67,8 @@ struct Submission {
     cid: Arc<str>,
     /// When the request arrived: the execution's deadline counts from here, like its lease.
     started: Instant,
+    /// The event's creation time when it already has one (a re-drive keeps it).
+    created_at_ms: Option<u64>,
 }
 
 impl Submission {
@@ -86,10 +90,11 @@ impl Submission {
             tags: self.tags.clone(),
             status,
             outcome,
-            created_at_ms: now,
+            created_at_ms: self.created_at_ms.unwrap_or(now),
             updated_at_ms: now,
             expires_at_ms: now + ttl.as_millis() as u64,
             token,
+            steps: None,
         }
     }
 }
@@ -122,6 +127,7 @@ impl Dispatcher {
             tags,
             cid,
             started,
+            created_at_ms: None,
         };
         // The budget place travels with the event's execution; refused before any claim.
         let permit = self.exec.permit()?;
@@ -246,7 +252,7 @@ impl Dispatcher {
                     idempotency_key: Some(event.record.key.clone()),
                     idempotency_status: Some(IdempotencyStatus::New),
                     return_step: event.return_step.as_deref().map(Arc::from),
-                    journal: Some(journal),
+                    journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);

@@ -5,10 +5,33 @@
 //! an execution whose owner died finds the steps that owner finished) and a way to store the
 //! next one, fenced by the owner's token, before the following step starts. A handler that
 //! skips the stored steps and records each new one never calls a finished step again.
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::store::{Journal, RecordKey, Store, StoreError};
+
+/// How one step of an async execution went, as `GET /v2/events/{id}` shows it (the event's
+/// `steps`, a JSON array of these, one per step reached).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepView {
+    pub name: String,
+    pub status: StepStatus,
+    /// Attempts made (0 while the first is in flight).
+    pub attempts: u32,
+    pub started_at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepStatus {
+    Running,
+    Succeeded,
+    Failed,
+}
 
 /// Why a step's output could not be stored.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -28,12 +51,15 @@ pub struct StepJournal {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     store: Arc<dyn Store>,
     key: RecordKey,
     token: u64,
     lease: Duration,
     stored: Journal,
+    /// For an async execution: its event's id and step views.
+    event: Option<(String, Arc<Mutex<Vec<StepView>>>)>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -50,7 +76,35 @@ impl StepJournal {
     /// The journal of the execution that owns `key` under `token`; `stored` is what the
     /// record held when it was acquired.
     pub fn new(store: Arc<dyn Store>, key: RecordKey, token: u64, lease: Duration, stored: Journal) -> Self {
-        StepJournal { inner: Arc::new(Inner { store, key, token, lease, stored }) }
+        StepJournal { inner: Arc::new(Inner { store, key, token, lease, stored, event: None }) }
+    }
+
+    /// The journal of an async execution: its steps are also shown in event `id`, whose
+    /// views so far (an earlier owner's) are `steps`.
+    pub fn with_event(self, id: &str, steps: Option<&str>) -> StepJournal {
+        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| (*shared).clone());
+        let views: Vec<StepView> = steps.and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+        inner.event = Some((id.to_owned(), Arc::new(Mutex::new(views))));
+        StepJournal { inner: Arc::new(inner) }
+    }
+
+    /// Show step `n`'s progress in the event (for an async execution; nothing otherwise). The
+    /// views of later steps are dropped. Best effort: a failed or fenced write is logged.
+    pub async fn report(&self, n: usize, view: StepView) {
+        let Some((id, views)) = &self.inner.event else { return };
+        let json = {
+            let Ok(mut views) = views.lock() else { return };
+            views.truncate(n);
+            views.push(view);
+            serde_json::to_string(&*views).unwrap_or_else(|_| "[]".into())
+        };
+        match self.inner.store.put_event_steps(id, self.inner.token, &json).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::debug!(event_id = %id, "step views not written: the event has another owner")
+            }
+            Err(e) => tracing::warn!(event_id = %id, error = %e, "could not write the event's step views"),
+        }
     }
 
     /// The output of step `step` stored by an earlier owner, if it finished.

@@ -239,6 +239,23 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let result = self.events_lock().map(|mut events| match events.get_mut(id) {
+            Some(e) if e.token == token => {
+                e.steps = Some(steps.to_owned());
+                e.updated_at_ms = now_ms();
+                true
+            }
+            _ => false,
+        });
+        Box::pin(std::future::ready(result))
+    }
+
     fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
         let result = self.events_lock().map(|mut events| match events.get_mut(id) {
             Some(e) if token > e.token => {

@@ -218,6 +218,10 @@ pub struct Event {
     /// was written or last restarted; 0 when unknown, e.g. an event made for a record that
     /// a sync call holds). [`Store::finish_event`] only lands with this token.
     pub token: u64,
+    /// The steps of a flow's execution as far as they went (a JSON array of
+    /// `journal::StepView`, written by the executor with [`Store::put_event_steps`]); `None`
+    /// before the first step.
+    pub steps: Option<String>,
 }
 
 /// A page of [`Store::pending_events`]: the events and the cursor of the next page.
@@ -330,6 +334,15 @@ pub trait Store: Send + Sync + 'static {
         id: &'a str,
         token: u64,
         outcome: &'a StoredOutcome,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Replace the event's step views (`steps`, JSON text) if `token` is the event's token.
+    /// `Ok(false)`: fenced out or no such event; nothing was written.
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Mark an event as running under `token` (a take-over resuming it, or a force retry of a

@@ -316,6 +316,7 @@ fn event(key: &RecordKey, ttl: Duration) -> Event {
         updated_at_ms: now,
         expires_at_ms: now + ttl.as_millis() as u64,
         token: 7,
+        steps: None,
     }
 }
 
@@ -584,6 +585,7 @@ macro_rules! store_suite {
                 journal_keeps_outputs_byte_for_byte,
                 listing_is_per_tenant_newest_first_and_filtered,
                 listing_pages_reach_every_event_once,
+                event_steps_are_fenced_and_kept,
             );
         }
     };
@@ -731,6 +733,14 @@ impl Store for SwitchableStore {
         outcome: &'a StoredOutcome,
     ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
         switchable!(self, self.inner.finish_event(id, token, outcome))
+    }
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
+    ) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
+        switchable!(self, self.inner.put_event_steps(id, token, steps))
     }
     fn restart_event<'a>(
         &'a self,

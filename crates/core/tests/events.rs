@@ -22,6 +22,7 @@ fn pending(id: &str, method: &str, key: &str) -> Event {
         updated_at_ms: now,
         expires_at_ms: now + 60_000,
         token: 0,
+        steps: None,
     }
 }
 

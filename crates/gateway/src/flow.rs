@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{StepConfig, UpstreamConfig};
 use crate::retry::{self, Attempt};
-use oncerpc_core::journal::JournalError;
+use oncerpc_core::journal::{JournalError, StepStatus, StepView};
 
 /// Most bytes of an upstream error body quoted in `error.data` (dev mode) and in the log.
 const QUOTE_LIMIT: usize = 512;
@@ -166,7 +166,23 @@ impl Flow {
         if let Some(stored) = ctx.journal.as_ref().and_then(|j| j.stored(index)) {
             return Ok(stored.to_owned());
         }
-        let output = self.call_step(ctx, step, input, deadline).await?;
+        let started_at_ms = oncerpc_core::store::now_ms();
+        let view = |status, attempts, finished_at_ms| StepView {
+            name: step.name.clone(),
+            status,
+            attempts,
+            started_at_ms,
+            finished_at_ms,
+        };
+        if let Some(journal) = &ctx.journal {
+            journal.report(n, view(StepStatus::Running, 0, None)).await;
+        }
+        let (result, attempts) = self.call_step(ctx, step, input, deadline).await;
+        if let Some(journal) = &ctx.journal {
+            let status = if result.is_ok() { StepStatus::Succeeded } else { StepStatus::Failed };
+            journal.report(n, view(status, attempts, Some(oncerpc_core::store::now_ms()))).await;
+        }
+        let output = result?;
         if let (Some(journal), false) = (&ctx.journal, last) {
             match journal.record(index, &output).await {
                 Ok(()) => {}
@@ -183,14 +199,14 @@ impl Flow {
         Ok(output)
     }
 
-    /// `POST` one step, with its retries, and return its JSON output.
+    /// `POST` one step, with its retries: its JSON output, and the attempts made.
     async fn call_step(
         &self,
         ctx: &Context,
         step: &StepConfig,
         input: String,
         deadline: Instant,
-    ) -> Result<String, RpcError> {
+    ) -> (Result<String, RpcError>, u32) {
         let input = bytes::Bytes::from(input);
         let mut attempt = 1;
         loop {
@@ -210,16 +226,16 @@ impl Flow {
             };
             self.attempts.0.with_label_values(&[&self.name, &step.name, kind.label()]).inc();
             match outcome {
-                Ok(output) => return Ok(output),
+                Ok(output) => return (Ok(output), attempt),
                 Err((e, Attempt::Transient(asked))) if attempt < step.retry.attempts => {
                     let wait = step.retry.wait(attempt, asked, retry::unit());
                     if Instant::now() + wait >= deadline {
-                        return Err(e);
+                        return (Err(e), attempt);
                     }
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err((e, _)) => return Err(e),
+                Err((e, _)) => return (Err(e), attempt),
             }
         }
     }

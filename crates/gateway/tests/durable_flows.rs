@@ -114,6 +114,54 @@ async fn kill_during_step_two(store_url: &str, restart: bool) {
     // The event's result is the last step's output.
     assert_eq!(event["result"]["step"], "send", "{event}");
     assert_eq!(event["result"]["input"]["input"], reserve_output, "{event}");
+    // Its steps: the dead owner's view of step 1, then the new owner's steps 2 and 3.
+    let steps = event["steps"].as_array().unwrap_or_else(|| panic!("{store_url}: no steps: {event}"));
+    let names: Vec<_> = steps.iter().map(|s| s["name"].as_str().unwrap_or("?")).collect();
+    assert_eq!(names, ["reserve", "pack", "send"], "{store_url}: {event}");
+    for s in steps {
+        assert_eq!((s["status"].as_str(), s["attempts"].as_u64()), (Some("succeeded"), Some(1)), "{s}");
+        assert!(s["started_at"].is_string() && s["finished_at"].is_string(), "{s}");
+    }
+}
+
+/// A step that fails twice with 503 and then succeeds shows one step with three attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_events_steps_show_status_and_attempts() {
+    let up = Upstream::start().await;
+    up.script("pack", &[(503, None), (503, None)]);
+    let mut cfg = common::test_config();
+    cfg.methods = vec![oncerpc::config::MethodConfig {
+        name: "ship".into(),
+        kind: oncerpc_core::Kind::Command,
+        timeout_ms: Some(5_000),
+        steps: ["reserve", "pack"]
+            .iter()
+            .map(|s| oncerpc::config::StepConfig {
+                name: (*s).into(),
+                url: up.url(s),
+                retry: oncerpc::retry::RetryPolicy { attempts: 3, backoff_ms: 20, max_backoff_ms: 40 },
+                timeout_ms: None,
+            })
+            .collect(),
+        ..Default::default()
+    }];
+    let s = common::TestServer::start_with(cfg).await;
+    let resp = s.post_path("/v2/flows/ship", r#"{"sku":"B"}"#, &[("X-Idempotency-Key", "steps-1")]).await;
+    let id = resp.json()["event_id"].as_str().unwrap().to_owned();
+    let mut event = Value::Null;
+    for _ in 0..200 {
+        event = s.get(&format!("/v2/events/{id}")).await.json();
+        if event["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(event["status"], "succeeded", "{event}");
+    let steps = event["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2, "{event}");
+    assert_eq!((steps[0]["name"].as_str(), steps[0]["attempts"].as_u64()), (Some("reserve"), Some(1)));
+    assert_eq!((steps[1]["name"].as_str(), steps[1]["attempts"].as_u64()), (Some("pack"), Some(3)));
+    assert_eq!(steps[1]["status"], "succeeded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,6 @@
-//! The REST door (DESIGN §4): `POST /v2/flows/{flow}` and `GET /v2/events/{event_id}`.
+//! The REST door (DESIGN §4, §14): `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}`,
+//! `GET /v2/events` (the tenant's events, filtered, a page at a time) and
+//! `POST /v2/events/{event_id}/retry` (re-drive a failed event).
 //!
 //! The body is the params. Errors are `{"code":"<http status>","message":"…"}` (plus
 //! `rpc_code` and `data` when the JSON-RPC error had them), with the HTTP status of the
@@ -11,7 +13,11 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
-use oncerpc_core::store::{EventStatus, StoredOutcome};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use oncerpc_core::IdempotencyStatus;
+use oncerpc_core::journal::StepView;
+use oncerpc_core::store::{Event, EventFilter, EventStatus, StoreError, StoredOutcome, parse_list_cursor};
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 use serde_json::json;
 
@@ -174,15 +180,14 @@ pub(crate) async fn event(
         Err(resp) => return *resp,
     };
     let cid = oncerpc_core::generated_id();
-    let event = match st.dispatcher.store().get_event(&event_id).await {
-        Ok(Some(e)) if e.record.tenant == tenant => e,
-        // Another tenant's event is as unknown as a missing one.
-        Ok(_) => return plain_error(StatusCode::NOT_FOUND, format!("unknown event: {event_id}"), &cid),
-        Err(e) => {
-            tracing::error!(error = %e, "event store unavailable");
-            return error_response(&RpcError::new(ErrorCode::StoreUnavailable), &cid);
-        }
-    };
+    match tenant_event(&st, &tenant, &event_id, &cid).await {
+        Ok(event) => json_response(StatusCode::OK, event_view(&event).to_string(), Some(&cid)),
+        Err(resp) => resp,
+    }
+}
+
+/// The one JSON view of an event: `GET /v2/events/{id}` and every item of `GET /v2/events`.
+fn event_view(event: &Event) -> serde_json::Value {
     let mut body = json!({
         "event_id": event.id,
         "flow": &*event.record.method,
@@ -190,6 +195,7 @@ pub(crate) async fn event(
         "tags": event.tags,
         "created_at": rfc3339(event.created_at_ms),
         "updated_at": rfc3339(event.updated_at_ms),
+        "steps": step_views(event),
     });
     match (&event.status, &event.outcome) {
         (EventStatus::Succeeded, Some(StoredOutcome::Succeeded(r))) => {
@@ -200,7 +206,156 @@ pub(crate) async fn event(
         }
         _ => {}
     }
+    body
+}
+
+/// Each step the execution reached: `name`, `status` (running, succeeded, failed),
+/// `attempts`, `started_at` and, once it ended, `finished_at`; `[]` before the first step.
+fn step_views(event: &Event) -> serde_json::Value {
+    let views: Vec<StepView> =
+        event.steps.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
+    views
+        .iter()
+        .map(|v| {
+            let mut step = json!({
+                "name": v.name,
+                "status": v.status,
+                "attempts": v.attempts,
+                "started_at": rfc3339(v.started_at_ms),
+            });
+            if let Some(done) = v.finished_at_ms {
+                step["finished_at"] = json!(rfc3339(done));
+            }
+            step
+        })
+        .collect()
+}
+
+/// The event `event_id` if it is `tenant`'s; otherwise the answer: `404` (another tenant's
+/// event is as unknown as a missing one) or the store's `503`.
+async fn tenant_event(st: &AppState, tenant: &str, event_id: &str, cid: &str) -> Result<Event, Response> {
+    match st.dispatcher.store().get_event(event_id).await {
+        Ok(Some(e)) if &*e.record.tenant == tenant => Ok(e),
+        Ok(_) => Err(plain_error(StatusCode::NOT_FOUND, format!("unknown event: {event_id}"), cid)),
+        Err(e) => Err(store_unavailable(&e, cid)),
+    }
+}
+
+fn store_unavailable(e: &StoreError, cid: &str) -> Response {
+    tracing::error!(error = %e, "event store unavailable");
+    error_response(&RpcError::new(ErrorCode::StoreUnavailable), cid)
+}
+
+/// Events per page of `GET /v2/events` unless `limit` says otherwise, and the most it may say.
+const DEFAULT_LIST_LIMIT: usize = 50;
+const MAX_LIST_LIMIT: usize = 200;
+
+/// `GET /v2/events?status=&flow=&tag=&limit=&cursor=` (DESIGN §14): the tenant's events,
+/// newest first, `{"events": [...], "next_cursor": "…" | null}`. The cursor is the store's
+/// listing cursor in unpadded base64url: opaque to clients, checked when it comes back. An
+/// empty parameter counts as absent; unknown parameters are ignored.
+pub(crate) async fn list_events(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
+    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+        Ok(g) => g,
+        Err(resp) => return *resp,
+    };
+    let cid = oncerpc_core::generated_id();
+    let query = uri.query();
+    let param = |name: &str| query_param(query, name).filter(|v| !v.is_empty());
+    let bad = |message: String| plain_error(StatusCode::BAD_REQUEST, message, &cid);
+    let status = match param("status") {
+        None => None,
+        Some(s) => match EventStatus::parse(&s) {
+            Some(s) => Some(s),
+            None => return bad(format!("unknown status: {s} (processing, succeeded or failed)")),
+        },
+    };
+    let limit = match param("limit") {
+        None => DEFAULT_LIST_LIMIT,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIST_LIMIT).contains(&n) => n,
+            _ => return bad(format!("invalid limit: {l} (an integer from 1 to {MAX_LIST_LIMIT})")),
+        },
+    };
+    let cursor = match param("cursor") {
+        None => None,
+        Some(c) => match decode_cursor(&c) {
+            Some(c) => Some(c),
+            None => return bad("invalid cursor: pass next_cursor of the previous page as it is".to_owned()),
+        },
+    };
+    let filter = EventFilter { status, method: param("flow"), tag: param("tag") };
+    let (page, next) =
+        match st.dispatcher.store().list_events(&tenant, &filter, cursor.as_deref(), limit).await {
+            Ok(p) => p,
+            Err(e) => return store_unavailable(&e, &cid),
+        };
+    let body = json!({
+        "events": page.iter().map(event_view).collect::<Vec<_>>(),
+        "next_cursor": next.as_deref().map(encode_cursor),
+    });
     json_response(StatusCode::OK, body.to_string(), Some(&cid))
+}
+
+fn encode_cursor(cursor: &str) -> String {
+    URL_SAFE_NO_PAD.encode(cursor)
+}
+
+/// The store's cursor inside an HTTP cursor; `None` for anything the listing did not make.
+fn decode_cursor(cursor: &str) -> Option<String> {
+    let raw = String::from_utf8(URL_SAFE_NO_PAD.decode(cursor).ok()?).ok()?;
+    parse_list_cursor(&raw)?;
+    Some(raw)
+}
+
+/// `POST /v2/events/{id}/retry` (DESIGN §14): re-drive a failed event under the same id, as a
+/// force retry of its record. `202 {"event_id", "status": "processing"}` once it runs again;
+/// `404` for an unknown event or another tenant's; `409` for a succeeded one, one still
+/// processing, or one whose flow this gateway does not serve.
+pub(crate) async fn retry_event(
+    State(st): State<Arc<AppState>>,
+    Path(event_id): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+        Ok(g) => g,
+        Err(resp) => return *resp,
+    };
+    let cid = oncerpc_core::generated_id();
+    let event = match tenant_event(&st, &tenant, &event_id, &cid).await {
+        Ok(e) => e,
+        Err(resp) => return resp,
+    };
+    let flow = event.record.method.clone();
+    // `status`: what the event is, when the refusal says (read the event for the rest).
+    let conflict = |status: Option<&str>, message: String| {
+        let mut body = json!({ "code": "409", "message": message, "event_id": event_id });
+        if let Some(s) = status {
+            body["status"] = json!(s);
+        }
+        json_response(StatusCode::CONFLICT, body.to_string(), Some(&cid))
+    };
+    match st.dispatcher.redrive(event, cid.clone()).await {
+        Ok(IdempotencyStatus::New) => {
+            let body = json!({ "event_id": event_id, "status": "processing" });
+            json_response(StatusCode::ACCEPTED, body.to_string(), Some(&cid))
+        }
+        Ok(IdempotencyStatus::Processing) => conflict(
+            Some("processing"),
+            "the event is still processing: only a failed event can be retried".into(),
+        ),
+        Ok(IdempotencyStatus::Duplicate) => {
+            conflict(None, "the event's record holds a finished outcome that a retry does not re-run".into())
+        }
+        Err(e) if e.code == ErrorCode::ForceRetryRefused => {
+            conflict(Some("succeeded"), "the event succeeded: only a failed event can be retried".into())
+        }
+        Err(e) if e.code == ErrorCode::MethodNotFound => {
+            conflict(Some("failed"), format!("the event's flow is not served by this gateway: {flow}"))
+        }
+        Err(e) => error_response(&e, &cid),
+    }
 }
 
 fn rfc3339(ms: u64) -> String {

@@ -106,6 +106,8 @@ const MIGRATIONS: &[&str] = &[
     // The step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
     "ALTER TABLE oncerpc_records ADD COLUMN IF NOT EXISTS steps text;
     CREATE INDEX IF NOT EXISTS oncerpc_events_by_tenant ON oncerpc_events (tenant, created_at, id);",
+    // The step views of a flow's event (JSON text; NULL: none yet).
+    "ALTER TABLE oncerpc_events ADD COLUMN IF NOT EXISTS steps text;",
 ];
 
 /// Serialises migrations across replicas.
@@ -341,6 +343,7 @@ fn event_row(row: &Row) -> Event {
         updated_at_ms: row.get::<_, i64>("updated_at") as u64,
         expires_at_ms: row.get::<_, i64>("expires_at") as u64,
         token: row.get::<_, i64>("token") as u64,
+        steps: row.get("steps"),
     }
 }
 
@@ -665,13 +668,14 @@ impl Store for PgStore {
             query_key(
                 &client,
                 "INSERT INTO oncerpc_events (tenant, method, key, id, fingerprint, params, return_step, tags,
-                   status, outcome, created_at, updated_at, expires_at, token)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                   status, outcome, created_at, updated_at, expires_at, token, steps)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                  ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
                    key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
                    return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
                    outcome = excluded.outcome, created_at = excluded.created_at,
-                   updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token",
+                   updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
+                   steps = excluded.steps",
                 &e.record,
                 &[
                     &e.id,
@@ -685,6 +689,7 @@ impl Store for PgStore {
                     &(e.updated_at_ms as i64),
                     &(e.expires_at_ms as i64),
                     &(e.token as i64),
+                    &e.steps,
                 ],
             )
             .await?;
@@ -715,6 +720,22 @@ impl Store for PgStore {
             let rows =
                 query(&client, &sql, &[&id, &(token as i64), &outcome_state(outcome), &outcome.json()])
                     .await?;
+            Ok(!rows.is_empty())
+        })
+    }
+
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "UPDATE oncerpc_events SET steps = $3, updated_at = {NOW} WHERE id = $1 AND token = $2 RETURNING 1"
+            );
+            let rows = query(&client, &sql, &[&id, &(token as i64), &steps]).await?;
             Ok(!rows.is_empty())
         })
     }

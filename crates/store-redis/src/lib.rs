@@ -274,6 +274,18 @@ return 1
 "#
 );
 
+/// Replace an event's step views if `token` is its token. KEYS: event. ARGV: token, steps,
+/// updated.
+const PUT_EVENT_STEPS: &str = concat!(
+    lua_prelude!(),
+    r#"
+local token = redis.call('HGET', KEYS[1], 'token')
+if not token or token ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'steps', ARGV[2], 'updated', ARGV[3])
+return 1
+"#
+);
+
 /// Run an event again under a newer token. KEYS: event. ARGV: token, updated.
 const RESTART_EVENT: &str = concat!(
     lua_prelude!(),
@@ -383,6 +395,7 @@ struct Scripts {
     release: Script,
     put_event: Script,
     finish_event: Script,
+    put_event_steps: Script,
     restart_event: Script,
 }
 
@@ -454,6 +467,7 @@ impl RedisStore {
                 release: Script::new(RELEASE),
                 put_event: Script::new(PUT_EVENT),
                 finish_event: Script::new(FINISH_EVENT),
+                put_event_steps: Script::new(PUT_EVENT_STEPS),
                 restart_event: Script::new(RESTART_EVENT),
             }),
         })
@@ -605,6 +619,7 @@ impl RedisStore {
             updated_at_ms: number(10),
             expires_at_ms: number(11),
             token: number(12),
+            steps: field(13),
         }))
     }
 }
@@ -724,7 +739,7 @@ fn parse_claim(v: Value) -> Result<Claim, StoreError> {
     })
 }
 
-const EVENT_FIELDS: [&str; 13] = [
+const EVENT_FIELDS: [&str; 14] = [
     "tenant",
     "method",
     "key",
@@ -738,6 +753,7 @@ const EVENT_FIELDS: [&str; 13] = [
     "updated",
     "expires",
     "token",
+    "steps",
 ];
 
 impl Store for RedisStore {
@@ -885,6 +901,7 @@ impl Store for RedisStore {
             fields.extend(e.params.clone().map(|p| ("params", p)));
             fields.extend(e.return_step.clone().map(|r| ("return_step", r)));
             fields.extend(e.outcome.as_ref().map(|o| ("outcome", o.json().to_owned())));
+            fields.extend(e.steps.clone().map(|s| ("steps", s)));
             let mut inv = self.scripts.put_event.prepare_invoke();
             inv.key(self.event_key(&e.id)).arg(ttl);
             for (name, value) in &fields {
@@ -920,6 +937,19 @@ impl Store for RedisStore {
                 self.unindex_pending(id).await?;
             }
             Ok(landed)
+        })
+    }
+
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(async move {
+            let mut inv = self.scripts.put_event_steps.prepare_invoke();
+            inv.key(self.event_key(id)).arg(token).arg(steps).arg(now_ms());
+            Ok(self.eval::<i64>(&inv, false).await?.0 == 1)
         })
     }
 

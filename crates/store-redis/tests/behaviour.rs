@@ -114,6 +114,7 @@ async fn pending_pages_skip_and_drop_stale_index_entries() {
             updated_at_ms: now,
             expires_at_ms: now + ttl_ms,
             token: 1,
+            steps: None,
         }
     };
     let mut live = Vec::new();

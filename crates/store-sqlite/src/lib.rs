@@ -91,6 +91,8 @@ const MIGRATIONS: &[&str] = &[
     // 6: the step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
     "ALTER TABLE idempotency_records ADD COLUMN steps TEXT;
     CREATE INDEX events_by_tenant ON events (tenant, created_at, id);",
+    // 7: the step views of a flow's event (JSON text, NULL: none yet).
+    "ALTER TABLE events ADD COLUMN steps TEXT;",
 ];
 
 enum Op {
@@ -104,6 +106,7 @@ enum Op {
     GetEvent(String),
     FinishEvent { id: String, token: u64, outcome: StoredOutcome },
     RestartEvent { id: String, token: u64 },
+    PutEventSteps { id: String, token: u64, steps: String },
     PendingEvents { after: Option<(u64, String)>, limit: usize },
     ListEvents { tenant: String, filter: EventFilter, after: Option<(u64, String)>, limit: usize },
 }
@@ -343,6 +346,12 @@ fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
                 .execute(params![id, *token as i64, status, outcome, now as i64])?;
             Ok(Done::Bool(n > 0))
         }
+        Op::PutEventSteps { id, token, steps } => {
+            let n = tx
+                .prepare_cached("UPDATE events SET steps = ?3, updated_at = ?4 WHERE id = ?1 AND token = ?2")?
+                .execute(params![id, *token as i64, steps, now as i64])?;
+            Ok(Done::Bool(n == 1))
+        }
         Op::RestartEvent { id, token } => {
             let n = tx
                 .prepare_cached(
@@ -402,15 +411,15 @@ fn next_token(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
 }
 
 const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
-    outcome, created_at, updated_at, expires_at, token FROM events";
+    outcome, created_at, updated_at, expires_at, token, steps FROM events";
 
 fn put_event(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
     let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
     let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
     tx.prepare_cached(
         "INSERT OR REPLACE INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
-           status, outcome, created_at, updated_at, expires_at, token)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+           status, outcome, created_at, updated_at, expires_at, token, steps)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?
     .execute(params![
         e.id,
@@ -427,6 +436,7 @@ fn put_event(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
         e.updated_at_ms as i64,
         e.expires_at_ms as i64,
         e.token as i64,
+        e.steps,
     ])?;
     Ok(())
 }
@@ -462,6 +472,7 @@ fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         updated_at_ms: row.get::<_, i64>(11)? as u64,
         expires_at_ms: row.get::<_, i64>(12)? as u64,
         token: row.get::<_, i64>(13)? as u64,
+        steps: row.get(14)?,
     })
 }
 
@@ -605,6 +616,16 @@ impl Store for SqliteStore {
         outcome: &'a StoredOutcome,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         let op = Op::FinishEvent { id: id.to_owned(), token, outcome: outcome.clone() };
+        Box::pin(self.call(op, Done::bool))
+    }
+
+    fn put_event_steps<'a>(
+        &'a self,
+        id: &'a str,
+        token: u64,
+        steps: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        let op = Op::PutEventSteps { id: id.to_owned(), token, steps: steps.to_owned() };
         Box::pin(self.call(op, Done::bool))
     }
 

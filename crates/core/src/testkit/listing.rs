@@ -103,3 +103,40 @@ pub async fn listing_pages_reach_every_event_once(store: Arc<dyn Store>) {
     let (page, _) = store.list_events(&tenant, &EventFilter::default(), Some("garbage"), 3).await.unwrap();
     assert!(page.len() <= 3);
 }
+
+/// An event's step views are written by its owner only (fenced by the event's token), come
+/// back byte for byte, survive a restart under a newer token and its finish, and are stored
+/// whole by `put_event`.
+pub async fn event_steps_are_fenced_and_kept(store: Arc<dyn Store>) {
+    let key = fresh_key("flow", "evt-steps");
+    let mut ev = event(&key, TTL);
+    store.put_event(&ev).await.unwrap();
+    assert_eq!(store.get_event(&ev.id).await.unwrap().unwrap().steps, None);
+    let one = r#"[{"name":"reserve","status":"running","attempts":0,"started_at_ms":1}]"#;
+    assert!(!store.put_event_steps(&ev.id, 6, one).await.unwrap(), "another token is fenced out");
+    assert!(!store.put_event_steps("evt_missing", 7, one).await.unwrap());
+    assert_eq!(store.get_event(&ev.id).await.unwrap().unwrap().steps, None);
+    assert!(store.put_event_steps(&ev.id, 7, one).await.unwrap());
+    assert_eq!(store.get_event(&ev.id).await.unwrap().unwrap().steps.as_deref(), Some(one));
+    assert!(store.restart_event(&ev.id, 9).await.unwrap());
+    assert_eq!(
+        store.get_event(&ev.id).await.unwrap().unwrap().steps.as_deref(),
+        Some(one),
+        "kept by a restart"
+    );
+    assert!(!store.put_event_steps(&ev.id, 7, "[]").await.unwrap(), "the old owner is fenced out");
+    let two =
+        r#"[{"name":"reserve","status":"succeeded","attempts":2,"started_at_ms":1,"finished_at_ms":5}]"#;
+    assert!(store.put_event_steps(&ev.id, 9, two).await.unwrap());
+    let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
+    assert!(store.finish_event(&ev.id, 9, &ok).await.unwrap());
+    assert_eq!(
+        store.get_event(&ev.id).await.unwrap().unwrap().steps.as_deref(),
+        Some(two),
+        "kept by a finish"
+    );
+    ev.id = format!("{}-whole", ev.id);
+    ev.steps = Some(two.to_owned());
+    store.put_event(&ev).await.unwrap();
+    assert_eq!(store.get_event(&ev.id).await.unwrap().as_ref(), Some(&ev), "put_event stores the steps");
+}
