@@ -1,5 +1,5 @@
-//! Group commit: fresh claims and completions of concurrent requests share one statement,
-//! one round trip and one commit.
+//! Group commit: fresh claims, completions and step journal writes of concurrent requests
+//! share one statement, one round trip and one commit.
 //!
 //! Each kind of write has a [`Group`]: callers queue their item and wait for its answer; a
 //! driver task takes the first item, waits for a free batch slot ([`SLOTS`] batch in flight,

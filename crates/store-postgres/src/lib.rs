@@ -121,6 +121,8 @@ pub struct PgStore {
     fresh: group::Group<FreshClaim, Option<u64>>,
     /// Completions of concurrent executions, one `UPDATE` per batch.
     completions: group::Group<Completion, bool>,
+    /// Step journal writes of concurrent executions, one `UPDATE` per batch.
+    steps: group::Group<StepWrite, bool>,
 }
 
 impl Drop for PgStore {
@@ -172,11 +174,12 @@ impl PgStore {
             None => "-c plan_cache_mode=force_custom_plan".to_owned(),
         };
         batch_config.options(&options);
-        let batch_pool = build_pool(batch_config, target.connector().map_err(err)?, 2 * group::SLOTS)?;
+        let batch_pool = build_pool(batch_config, target.connector().map_err(err)?, 3 * group::SLOTS)?;
         let cleanup = tokio::spawn(cleanup_loop(pool.clone()));
         let fresh = group::Group::start(batch_pool.clone(), claim_fresh);
-        let completions = group::Group::start(batch_pool, complete_batch);
-        Ok(PgStore { pool, cleanup, fresh, completions })
+        let completions = group::Group::start(batch_pool.clone(), complete_batch);
+        let steps = group::Group::start(batch_pool, put_steps);
+        Ok(PgStore { pool, cleanup, fresh, completions, steps })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -501,6 +504,58 @@ async fn complete_batch(
     Ok((0..items.len()).map(|n| landed.contains_key(&(tenants[n], methods[n], keys[n]))).collect())
 }
 
+/// A step journal write waiting for its batch.
+struct StepWrite {
+    key: RecordKey,
+    token: i64,
+    lease: i64,
+    step: String,
+    output: String,
+}
+
+impl group::Keyed for StepWrite {
+    fn key(&self) -> &RecordKey {
+        &self.key
+    }
+}
+
+/// Step journal writes (`decide_step`), for a batch, in one statement and one commit: per
+/// item, the owner of a live processing row adds the step's output (a JSON string, so its
+/// bytes are kept) and renews as `renew` does. Rows are locked in key order, as completions
+/// lock them.
+async fn put_steps(
+    client: deadpool_postgres::Object,
+    items: Vec<StepWrite>,
+) -> Result<Vec<bool>, StoreError> {
+    let [tenants, methods, keys] = key_arrays(&items);
+    let tokens: Vec<i64> = items.iter().map(|c| c.token).collect();
+    let leases: Vec<i64> = items.iter().map(|c| c.lease).collect();
+    let steps: Vec<&str> = items.iter().map(|c| c.step.as_str()).collect();
+    let outputs: Vec<&str> = items.iter().map(|c| c.output.as_str()).collect();
+    let sql = format!(
+        "WITH i AS (
+           SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[])
+             AS i(tenant, method, key, token, lease, step, output)
+         ), c AS (SELECT {NOW} AS now), cur AS (
+           SELECT r.tenant, r.method, r.key FROM oncerpc_records r
+           JOIN i ON r.tenant = i.tenant AND r.method = i.method AND r.key = i.key, c
+           WHERE r.token = i.token AND r.state = 0 AND r.expires_at > c.now
+           ORDER BY r.tenant, r.method, r.key
+           FOR UPDATE OF r
+         ), written AS (
+           UPDATE oncerpc_records r SET lease_until = c.now + i.lease,
+             expires_at = greatest(r.expires_at, c.now + i.lease), takeover_token = NULL, takeover_until = NULL,
+             steps = (coalesce(r.steps::jsonb, '{{}}'::jsonb) || jsonb_build_object(i.step, i.output))::text
+           FROM cur JOIN i ON cur.tenant = i.tenant AND cur.method = i.method AND cur.key = i.key, c
+           WHERE r.tenant = cur.tenant AND r.method = cur.method AND r.key = cur.key
+         )
+         SELECT tenant, method, key FROM cur"
+    );
+    let rows = query(&client, &sql, &[&tenants, &methods, &keys, &tokens, &leases, &steps, &outputs]).await?;
+    let written = by_key(&rows);
+    Ok((0..items.len()).map(|n| written.contains_key(&(tenants[n], methods[n], keys[n]))).collect())
+}
+
 /// The locked path: lock the row, let [`decide`] rule, write back what it returns. `None`:
 /// the row is gone.
 async fn claim_locked(
@@ -594,22 +649,14 @@ impl Store for PgStore {
         lease: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
-            let client = self.client().await?;
-            // `decide_step`: the owner of a live processing row adds the step's output (a JSON
-            // string, so its bytes are kept) and renews as `renew` does.
-            let sql = format!(
-                "UPDATE oncerpc_records SET lease_until = c.now + $5,
-                   expires_at = greatest(expires_at, c.now + $5), takeover_token = NULL, takeover_until = NULL,
-                   steps = (coalesce(steps::jsonb, '{{}}'::jsonb) || jsonb_build_object($6::text, $7::text))::text
-                 FROM (SELECT {NOW} AS now) c
-                 WHERE tenant = $1 AND method = $2 AND key = $3 AND state = 0 AND expires_at > c.now
-                   AND token = $4
-                 RETURNING 1"
-            );
-            let rows =
-                query_key(&client, &sql, key, &[&(token as i64), &ms(lease), &step.to_string(), &output])
-                    .await?;
-            Ok(!rows.is_empty())
+            let item = StepWrite {
+                key: key.clone(),
+                token: token as i64,
+                lease: ms(lease),
+                step: step.to_string(),
+                output: output.to_owned(),
+            };
+            self.steps.submit(item).await
         })
     }
 
