@@ -8,30 +8,14 @@ mod common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::upstream::Upstream;
+use common::upstream::{Upstream, flow};
 use common::{Answer, TestServer, test_config};
 use oncerpc::Config;
-use oncerpc::config::{MethodConfig, StepConfig, Tenant};
+use oncerpc::config::Tenant;
 use serde_json::{Value, json};
 
 const ACME_KEY: &str = "acme-secret";
 const BETA_KEY: &str = "beta-secret";
-
-fn flow(name: &str, up: &Upstream, steps: &[&str]) -> MethodConfig {
-    MethodConfig {
-        name: name.into(),
-        kind: oncerpc_core::Kind::Command,
-        notification_allowed: false,
-        timeout_ms: Some(5_000),
-        params_schema: Some(json!({"type": "object", "required": ["sku"]})),
-        description: None,
-        steps: steps
-            .iter()
-            .map(|s| StepConfig { name: (*s).into(), url: up.url(s), ..Default::default() })
-            .collect(),
-        ..Default::default()
-    }
-}
 
 /// Two flows, two tenants, the memory store.
 fn config(up: &Upstream) -> Config {

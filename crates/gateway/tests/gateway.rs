@@ -6,31 +6,15 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::upstream::Upstream;
+use common::upstream::{Upstream, flow};
 use common::{Answer, TestServer, test_config};
 use oncerpc::Config;
-use oncerpc::config::{MethodConfig, StepConfig, Tenant};
+use oncerpc::config::Tenant;
 use serde_json::{Value, json};
 
 const ACME_KEY: &str = "acme-secret";
 const BETA_KEY: &str = "test"; // configured as its SHA-256 only
 const BETA_SHA256: &str = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-
-fn flow(name: &str, up: &Upstream, steps: &[&str]) -> MethodConfig {
-    MethodConfig {
-        name: name.into(),
-        kind: oncerpc_core::Kind::Command,
-        notification_allowed: false,
-        timeout_ms: Some(5_000),
-        params_schema: Some(json!({"type": "object", "required": ["sku"]})),
-        description: None,
-        steps: steps
-            .iter()
-            .map(|s| StepConfig { name: (*s).into(), url: up.url(s), ..Default::default() })
-            .collect(),
-        ..Default::default()
-    }
-}
 
 fn gateway_config(up: &Upstream) -> Config {
     let mut cfg = test_config();

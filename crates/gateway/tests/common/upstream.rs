@@ -187,3 +187,20 @@ async fn step(
     }
     (StatusCode::OK, json!({ "step": step, "n": n, "input": input }).to_string()).into_response()
 }
+
+/// A command flow `name` whose steps are `steps` on `up` (5 s timeout; params need `sku`).
+pub fn flow(name: &str, up: &Upstream, steps: &[&str]) -> oncerpc::config::MethodConfig {
+    oncerpc::config::MethodConfig {
+        name: name.into(),
+        kind: oncerpc_core::Kind::Command,
+        notification_allowed: false,
+        timeout_ms: Some(5_000),
+        params_schema: Some(json!({"type": "object", "required": ["sku"]})),
+        description: None,
+        steps: steps
+            .iter()
+            .map(|s| oncerpc::config::StepConfig { name: (*s).into(), url: up.url(s), ..Default::default() })
+            .collect(),
+        ..Default::default()
+    }
+}
