@@ -274,6 +274,15 @@ return 1
 "#
 );
 
+/// Add an event to its tenant's listing index and make the index live at least as long as
+/// the event (`PEXPIRE … GT` without needing Redis 7). KEYS: index. ARGV: member, ttl ms.
+const INDEX_LISTED: &str = r#"
+redis.call('ZADD', KEYS[1], 0, ARGV[1])
+local left = redis.call('PTTL', KEYS[1])
+if left < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 1
+"#;
+
 /// Replace an event's step views if `token` is its token. KEYS: event. ARGV: token, steps,
 /// updated.
 const PUT_EVENT_STEPS: &str = concat!(
@@ -396,6 +405,7 @@ struct Scripts {
     put_event: Script,
     finish_event: Script,
     put_event_steps: Script,
+    index_listed: Script,
     restart_event: Script,
 }
 
@@ -468,6 +478,7 @@ impl RedisStore {
                 put_event: Script::new(PUT_EVENT),
                 finish_event: Script::new(FINISH_EVENT),
                 put_event_steps: Script::new(PUT_EVENT_STEPS),
+                index_listed: Script::new(INDEX_LISTED),
                 restart_event: Script::new(RESTART_EVENT),
             }),
         })
@@ -540,27 +551,9 @@ impl RedisStore {
 
     /// Add `e` to its tenant's listing index, which then lives at least as long as `e`.
     async fn index_listed(&self, e: &Event, ttl_ms: u64) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        let key = self.listed_key(&e.record.tenant);
-        redis::pipe()
-            .cmd("ZADD")
-            .arg(&key)
-            .arg(0)
-            .arg(list_cursor(e))
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&key)
-            .arg(ttl_ms)
-            .arg("NX")
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&key)
-            .arg(ttl_ms)
-            .arg("GT")
-            .ignore()
-            .query_async::<()>(&mut conn)
-            .await
-            .map_err(err)
+        let mut inv = self.scripts.index_listed.prepare_invoke();
+        inv.key(self.listed_key(&e.record.tenant)).arg(list_cursor(e)).arg(ttl_ms);
+        self.eval::<i64>(&inv, false).await.map(|_| ())
     }
 
     async fn index_pending(&self, id: &str, created_ms: u64) -> Result<(), StoreError> {
@@ -996,12 +989,10 @@ impl Store for RedisStore {
             let chunk = limit.clamp(16, 256);
             let mut from = cursor.filter(|c| parse_list_cursor(c).is_some()).map(|c| format!("({c}"));
             for _ in 0..LIST_SCAN_CHUNKS {
-                let members: Vec<String> = redis::cmd("ZRANGE")
+                let members: Vec<String> = redis::cmd("ZREVRANGEBYLEX")
                     .arg(&key)
                     .arg(from.as_deref().unwrap_or("+"))
                     .arg("-")
-                    .arg("BYLEX")
-                    .arg("REV")
                     .arg("LIMIT")
                     .arg(0)
                     .arg(chunk)
