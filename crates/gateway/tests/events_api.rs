@@ -200,6 +200,7 @@ async fn listing_filters_by_status_flow_and_tag_and_shows_the_event_view() {
         assert_eq!(a.json()["code"], "400", "{bad}");
         assert!(a.json()["message"].as_str().is_some_and(|m| !m.is_empty()), "{bad}");
     }
+    assert_eq!(event_api_count(&s, "list", "400").await, 10, "each refusal is counted");
     assert_eq!(list_ids(&s, "?limit=200", ACME_KEY).await.len(), 4, "200 is allowed");
     assert_eq!(list_ids(&s, "?limit=1", ACME_KEY).await, v(&[&running]), "1 is allowed");
     // No key, a wrong key: 401.
@@ -322,6 +323,8 @@ async fn a_failed_event_is_redriven_to_success_under_the_same_id() {
     assert_eq!(again.status, 409, "{}", again.body);
     assert_eq!(again.json()["code"], "409");
     assert_eq!(again.json()["status"], "succeeded");
+    assert_eq!(event_api_count(&s, "retry", "409").await, 1, "the refusal is counted");
+    assert_eq!(event_api_count(&s, "retry", "202").await, 1);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!((up.count("reserve"), up.count("confirm")), (2, 1));
     assert_eq!(retry(BETA_KEY, id.clone()).await.status, 404, "still not beta's");
@@ -350,4 +353,11 @@ async fn a_keyless_failed_event_is_redriven_and_a_running_one_is_409() {
     let keys: HashSet<_> = up.calls().into_iter().map(|c| c.idempotency_key).collect();
     assert_eq!(keys.len(), 1, "same step key both times: {keys:?}");
     assert!(keys.iter().all(Option::is_some));
+}
+
+/// `oncerpc_event_api_total{op,status}` from `/metrics` (0 when absent).
+async fn event_api_count(s: &TestServer, op: &str, status: &str) -> u64 {
+    let text = s.get("/metrics").await.body;
+    let want = format!(r#"oncerpc_event_api_total{{op="{op}",status="{status}"}} "#);
+    text.lines().find_map(|l| l.strip_prefix(want.as_str())).map_or(0, |v| v.trim().parse().unwrap())
 }

@@ -21,7 +21,10 @@ use oncerpc_core::store::{Event, EventFilter, EventStatus, StoreError, StoredOut
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 use serde_json::json;
 
-use crate::{AppState, Door, idempotency_headers, json_response, query_param, read_body, request_meta};
+use crate::{
+    AppState, CORRELATION_HEADER, Door, idempotency_headers, json_response, query_param, read_body,
+    request_meta,
+};
 
 /// A flows-door error body with its status.
 pub(crate) fn error_response(err: &RpcError, cid: &str) -> Response {
@@ -255,7 +258,25 @@ const MAX_LIST_LIMIT: usize = 200;
 /// listing cursor in unpadded base64url: opaque to clients, checked when it comes back. An
 /// empty parameter counts as absent; unknown parameters are ignored.
 pub(crate) async fn list_events(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
-    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+    let resp = list_events_answer(&st, &uri, &headers).await;
+    observed(&st, "list", resp)
+}
+
+/// Count an events API answer in `oncerpc_event_api_total{op,status}`; this API's own
+/// refusals (400, 404, 409) are also logged, once, with the correlation id and status (the
+/// body says why to the client; `guard` logs and counts its own 401/429/503).
+fn observed(st: &AppState, op: &'static str, resp: Response) -> Response {
+    let status = resp.status();
+    st.event_api.with_label_values(&[op, status.as_str()]).inc();
+    if matches!(status.as_u16(), 400 | 404 | 409) {
+        let cid = resp.headers().get(CORRELATION_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
+        tracing::info!(correlation_id = %cid, op, status = status.as_u16(), "events API request refused");
+    }
+    resp
+}
+
+async fn list_events_answer(st: &AppState, uri: &Uri, headers: &HeaderMap) -> Response {
+    let (_admitted, tenant) = match st.guard(Door::Flows, headers, uri.query()) {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
@@ -318,12 +339,17 @@ pub(crate) async fn retry_event(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+    let resp = retry_event_answer(&st, event_id, &uri, &headers).await;
+    observed(&st, "retry", resp)
+}
+
+async fn retry_event_answer(st: &AppState, event_id: String, uri: &Uri, headers: &HeaderMap) -> Response {
+    let (_admitted, tenant) = match st.guard(Door::Flows, headers, uri.query()) {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
     let cid = oncerpc_core::generated_id();
-    let event = match tenant_event(&st, &tenant, &event_id, &cid).await {
+    let event = match tenant_event(st, &tenant, &event_id, &cid).await {
         Ok(e) => e,
         Err(resp) => return resp,
     };

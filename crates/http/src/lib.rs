@@ -111,8 +111,12 @@ pub(crate) struct AppState {
     body_timeout_logged: std::sync::Mutex<Option<tokio::time::Instant>>,
     /// The headers some method's `key_header` names (lower case); usually none.
     key_headers: Vec<Arc<str>>,
-    /// Metrics of the front door's own (webhook refusals), rendered after the dispatcher's.
+    /// Metrics of the front door's own (webhook refusals, the events API), rendered after the
+    /// dispatcher's.
     door_metrics: prometheus::Registry,
+    /// `oncerpc_event_api_total{op,status}`: answers of `GET /v2/events` and
+    /// `POST /v2/events/{id}/retry` (`flows::observed`).
+    event_api: prometheus::IntCounterVec,
 }
 
 /// The router with every route of the front door.
@@ -132,6 +136,15 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     key_headers.dedup();
     let door_metrics = prometheus::Registry::new();
     config.webhooks.register_metrics(&door_metrics);
+    let event_api = prometheus::IntCounterVec::new(
+        prometheus::Opts::new(
+            "oncerpc_event_api_total",
+            "Answers of the events API by operation (list, retry) and HTTP status (4xx: refused)",
+        ),
+        &["op", "status"],
+    )
+    .expect("valid metric");
+    let _ = door_metrics.register(Box::new(event_api.clone()));
     let state = Arc::new(AppState {
         dispatcher,
         config,
@@ -140,6 +153,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         body_timeout_logged: std::sync::Mutex::new(None),
         key_headers,
         door_metrics,
+        event_api,
     });
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
