@@ -119,14 +119,20 @@ impl Executions {
         })
     }
 
-    /// What this process can answer without the store: a success it has cached, or an
-    /// outcome it executed and is still storing.
+    /// What this process can answer without waiting for the store: a success it has cached,
+    /// an outcome it executed and is still storing, or what a local store tells at once
+    /// ([`Store::settled`]).
     pub fn known(&self, key: &RecordKey, fingerprint: &str, force_retry: bool) -> Option<Claim> {
         if let Some(hit) = self.cache.as_ref().and_then(|c| c.claim(key, fingerprint, force_retry)) {
             return Some(hit);
         }
         let unrecorded = self.unrecorded.lock().ok()?;
-        let u = unrecorded.get(key)?;
+        let Some(u) = unrecorded.get(key) else {
+            drop(unrecorded);
+            // Lease and TTL play no part in an answer that writes nothing.
+            let req = ClaimRequest { key, fingerprint, force_retry, lease: Duration::ZERO, ttl: self.ttl };
+            return self.store.settled(&req);
+        };
         Some(if u.fingerprint != fingerprint {
             Claim::FingerprintMismatch
         } else if force_retry {

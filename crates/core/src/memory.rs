@@ -83,6 +83,18 @@ impl Default for MemoryStore {
 }
 
 impl Store for MemoryStore {
+    fn settled(&self, req: &ClaimRequest<'_>) -> Option<Claim> {
+        let map = self.shard(req.key).lock().ok()?;
+        let existing = map.get(req.key)?;
+        // `decide` on a copy of nothing: a claim that would write (acquire) is not answered here.
+        match decide(Some(existing), req, now_ms(), || 0) {
+            (claim @ (Claim::Done(..) | Claim::FingerprintMismatch | Claim::ForceRetryRefused), None) => {
+                Some(claim)
+            }
+            _ => None,
+        }
+    }
+
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
         let result = (|| {
             let now = now_ms();

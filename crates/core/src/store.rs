@@ -384,6 +384,15 @@ pub trait Store: Send + Sync + 'static {
         true
     }
 
+    /// The answer a claim would give right now, when the store can tell it without waiting
+    /// and the claim would change nothing: a finished record's outcome, a fingerprint
+    /// mismatch, a refused force retry. `None`: claim as usual. Only a store whose reads are
+    /// local and synchronous (the memory store) answers; it spares duplicates the execution
+    /// task.
+    fn settled(&self, _req: &ClaimRequest<'_>) -> Option<Claim> {
+        None
+    }
+
     /// Whether the store answers right now (for `/healthz`).
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async { Ok(()) })

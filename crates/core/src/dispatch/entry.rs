@@ -45,19 +45,18 @@ impl Dispatcher {
             }
             Entry::Valid(req) => req,
         };
-        // A command's span carries its correlation id to every line logged while it runs
-        // (store, lease, upstream lines, in its spawned tasks too). A query needs none: the
-        // lines it can cause (its access line, a panic, a failed upstream step) carry the id
-        // themselves, and a span per query cost ~10 % of a query's throughput. A batch entry's
-        // span is at `debug`, like its access line (the batch logs one line).
+        // A batch entry's span (at `debug`, like its access line: the batch logs one line)
+        // names its method. A single request needs no span here: its access line carries the
+        // correlation id itself, and the lines an execution can log (store, lease, upstream)
+        // get theirs from the span `execution_span` opens where the execution starts, after
+        // the duplicates answered from what this process knows (a span per request cost
+        // ~10 % of a query's throughput).
         // The method is looked up once, here, for the span and for `run_request`.
         let method = self.registry.get(&req.method);
         let span = if local.is_some() {
             tracing::debug_span!("rpc", correlation_id = %cid, method = %crate::LogSafe(&req.method))
-        } else if method.is_some_and(|m| m.spec.kind == Kind::Command) {
-            tracing::info_span!("rpc", correlation_id = %cid)
         } else {
-            tracing::debug_span!("rpc", correlation_id = %cid)
+            tracing::Span::none()
         };
         self.run_request(req, method, cid, meta, local, started).instrument(span).await
     }
@@ -150,10 +149,25 @@ impl Dispatcher {
             Err(e) => return (Outcome::Error(e), None),
         };
         match keyed {
+            None if method.spec.kind == Kind::Command => {
+                let span = execution_span(&ctx.correlation_id);
+                (run_handler(method, ctx, params, started).instrument(span).await, None)
+            }
             None => (run_handler(method, ctx, params, started).await, None),
             // The keyed path (claim, spawn, record) is boxed: it keeps the common query
             // future small, which matters when a batch holds 50 of them.
             Some(keyed) => Box::pin(self.execute_keyed(method, params, ctx, keyed, local, started)).await,
         }
+    }
+}
+
+/// The span of an execution that runs (a command's handler, its claim and record): every line
+/// logged while it runs, in its spawned tasks too, carries the correlation id. Inside a span
+/// already (a batch entry's, the flows door's), that one serves and none is opened.
+pub(super) fn execution_span(cid: &str) -> tracing::Span {
+    if tracing::Span::current().is_disabled() {
+        tracing::info_span!("rpc", correlation_id = %cid)
+    } else {
+        tracing::Span::none()
     }
 }

@@ -118,6 +118,7 @@ impl Dispatcher {
         // The task answers through `reply` as soon as it can (after the first write of the
         // outcome), and goes on storing it if that write failed.
         let (reply, answered) = tokio::sync::oneshot::channel();
+        let span = super::entry::execution_span(&ctx.correlation_id);
         self.exec.spawn(
             async move {
                 // Held until the outcome is stored, not only until the client is answered.
@@ -139,7 +140,7 @@ impl Dispatcher {
                 };
                 exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
             }
-            .in_current_span(),
+            .instrument(if span.is_none() { tracing::Span::current() } else { span }),
         );
         match answered.await {
             Ok(answered) => answered,
