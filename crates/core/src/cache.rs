@@ -13,9 +13,11 @@
 //! of not executing again.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use foldhash::fast::RandomState;
 
 use crate::store::{Claim, RecordKey, StoredOutcome, now_ms};
 
@@ -31,22 +33,23 @@ struct Entry {
 
 /// Bounded, sharded; a full shard is simply cleared (an eviction only costs a store trip).
 pub(crate) struct DoneCache {
-    shards: Vec<Mutex<HashMap<RecordKey, Entry>>>,
+    shards: Vec<Mutex<HashMap<RecordKey, Entry, RandomState>>>,
     per_shard: usize,
+    /// foldhash, seeded per process (SipHash was a visible share of a duplicate's CPU).
+    hasher: RandomState,
 }
 
 impl DoneCache {
     pub fn new(capacity: usize) -> Self {
         DoneCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::with_hasher(RandomState::default()))).collect(),
             per_shard: capacity.div_ceil(SHARDS).max(1),
+            hasher: RandomState::default(),
         }
     }
 
-    fn shard(&self, key: &RecordKey) -> &Mutex<HashMap<RecordKey, Entry>> {
-        let mut h = std::hash::DefaultHasher::new();
-        key.hash(&mut h);
-        &self.shards[(h.finish() as usize) % SHARDS]
+    fn shard(&self, key: &RecordKey) -> &Mutex<HashMap<RecordKey, Entry, RandomState>> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
     }
 
     /// What the store would answer to this claim, if the record is a known success.

@@ -23,6 +23,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use foldhash::fast::RandomState;
 use oncerpc_protocol::{ErrorCode, Outcome, RpcError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
@@ -74,10 +75,10 @@ pub(crate) struct Executions {
     tracker: TaskTracker,
     /// The `max_background` budget: one permit per keyed execution or async event in flight.
     budget: Arc<Semaphore>,
-    unrecorded: Mutex<HashMap<RecordKey, Unrecorded>>,
+    unrecorded: Mutex<HashMap<RecordKey, Unrecorded, RandomState>>,
     /// Records this process owns right now (executing or storing): their token and since
     /// when, for the retry hint and the shutdown report.
-    owned: Mutex<HashMap<RecordKey, (u64, Instant)>>,
+    owned: Mutex<HashMap<RecordKey, (u64, Instant), RandomState>>,
 }
 
 impl Executions {
@@ -95,8 +96,10 @@ impl Executions {
             ttl,
             tracker: TaskTracker::new(),
             budget: Arc::new(Semaphore::new(max_background.max(1))),
-            unrecorded: Mutex::new(HashMap::new()),
-            owned: Mutex::new(HashMap::new()),
+            // foldhash, like the memory store: every new key writes both maps, every
+            // duplicate reads one.
+            unrecorded: Mutex::new(HashMap::with_hasher(RandomState::default())),
+            owned: Mutex::new(HashMap::with_hasher(RandomState::default())),
         }
     }
 
