@@ -86,7 +86,8 @@ impl Store for MemoryStore {
     fn settled(&self, req: &ClaimRequest<'_>) -> Option<Claim> {
         let map = self.shard(req.key).lock().ok()?;
         let existing = map.get(req.key)?;
-        // `decide` on a copy of nothing: a claim that would write (acquire) is not answered here.
+        // `decide` without writing: a claim that would acquire (and draw a token, never used
+        // here) is left to `claim`.
         match decide(Some(existing), req, now_ms(), || 0) {
             (claim @ (Claim::Done(..) | Claim::FingerprintMismatch | Claim::ForceRetryRefused), None) => {
                 Some(claim)

@@ -165,9 +165,6 @@ impl Dispatcher {
 /// logged while it runs, in its spawned tasks too, carries the correlation id. Inside a span
 /// already (a batch entry's, the flows door's), that one serves and none is opened.
 pub(super) fn execution_span(cid: &str) -> tracing::Span {
-    if tracing::Span::current().is_disabled() {
-        tracing::info_span!("rpc", correlation_id = %cid)
-    } else {
-        tracing::Span::none()
-    }
+    let current = tracing::Span::current();
+    if current.is_disabled() { tracing::info_span!("rpc", correlation_id = %cid) } else { current }
 }

@@ -140,7 +140,7 @@ impl Dispatcher {
                 };
                 exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
             }
-            .instrument(if span.is_none() { tracing::Span::current() } else { span }),
+            .instrument(span),
         );
         match answered.await {
             Ok(answered) => answered,
