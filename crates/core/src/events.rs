@@ -11,19 +11,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
-use sha2::{Digest, Sha256};
-use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 use crate::dispatch::{Dispatcher, RequestMeta, generated_id, run_handler};
-use crate::execution::{Acquired, Settled, stored_outcome};
+use crate::execution::Acquired;
 use crate::method::{Context, IdempotencyStatus, Method};
 use crate::store::{Claim, Event, EventStatus, RecordKey, StoreError, StoredOutcome, now_ms};
 
 mod redrive;
 
+pub use crate::store::event_id;
+
 /// Pending events read per page by the resume scanner.
 const RESUME_PAGE: usize = 100;
+
+/// Attempts to write the event of a claimed execution before the submission is refused.
+const EVENT_WRITE_ATTEMPTS: u32 = 4;
 
 /// The answer to an async submission.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,24 +38,6 @@ pub struct Submitted {
     pub synthetic_key: bool,
     /// Where the key came from (DESIGN §15).
     pub key_origin: crate::KeyOrigin,
-}
-
-/// `evt_` + 32 hex digits of SHA-256 over the record scope: stable across duplicates,
-/// different across tenants, methods and keys, and not revealing the key.
-pub fn event_id(record: &RecordKey) -> String {
-    let mut h = Sha256::new();
-    for part in [&*record.tenant, &*record.method, &*record.key] {
-        h.update(part.as_bytes());
-        h.update([0u8]);
-    }
-    let digest = h.finalize();
-    let mut id = String::with_capacity(36);
-    id.push_str("evt_");
-    for b in &digest[..16] {
-        use std::fmt::Write;
-        let _ = write!(id, "{b:02x}");
-    }
-    id
 }
 
 /// What an accepted submission needs to become an event.
@@ -130,7 +115,7 @@ impl Dispatcher {
             created_at_ms: None,
         };
         // The budget place travels with the event's execution; refused before any claim.
-        let permit = self.exec.permit()?;
+        let permit = self.exec.permit(&meta.tenant)?;
         let this = self.clone();
         let event_id = id.clone();
         let status = self
@@ -152,7 +137,7 @@ impl Dispatcher {
         self: Arc<Self>,
         id: String,
         sub: Submission,
-        permit: OwnedSemaphorePermit,
+        permit: crate::Permit,
     ) -> Result<IdempotencyStatus, RpcError> {
         let ttl = self.config.idempotency.ttl;
         let lease = self.lease(&sub.method);
@@ -164,28 +149,33 @@ impl Dispatcher {
             }
         };
         match claim {
-            Acquired::Owner { token, kind } => {
+            Acquired::Owner { token, kind, previous } => {
                 if kind == crate::store::AcquireKind::ForceRetry {
                     tracing::info!(event_id = %id, "force retry of a failed event");
                 }
                 let event = sub.event(&id, token, EventStatus::Processing, None, ttl);
-                if let Err(e) = self.store.put_event(&event).await {
-                    self.metrics.store_error(self.store.name());
-                    tracing::error!(error = %e, "could not store the event: not accepted");
-                    let _ = self.store.release(&sub.record, token).await;
-                    return Err(RpcError::new(ErrorCode::StoreUnavailable));
-                }
+                let event = match self.own_event(event, kind).await {
+                    Ok(event) => event,
+                    Err(e) => {
+                        self.metrics.store_error(self.store.name());
+                        tracing::error!(error = %e, "could not store the event: not accepted");
+                        self.exec.give_back(&sub.record, token, kind, previous.as_ref()).await;
+                        return Err(RpcError::new(ErrorCode::StoreUnavailable));
+                    }
+                };
                 let journal = self.exec.journal(&sub.record, token, kind, lease).await;
                 self.spawn_event(sub.method.clone(), event, journal, sub.cid.clone(), sub.started, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
-                // The record may be held by a sync call, which writes no event: make one, so
-                // that the event id answered exists and is settled by the resume scanner once
-                // the record is done (its token, 0, is below every owner's).
-                if let Ok(None) = self.store.get_event(&id).await {
-                    let event = sub.event(&id, 0, EventStatus::Processing, None, ttl);
-                    let _ = self.store.put_event(&event).await;
+                // The record may be held by a sync call, which writes no event: make one if
+                // there is none, so that the event id answered exists and is settled by the
+                // resume scanner once the record is done. Its token, 0, is below every
+                // owner's: it only ever creates, never overwrites the owner's event, and the
+                // owner's own write replaces it.
+                let event = sub.event(&id, 0, EventStatus::Processing, None, ttl);
+                if let Err(e) = self.store.put_event(&event).await {
+                    tracing::warn!(error = %e, "could not make the event of a key in progress");
                 }
                 Ok(IdempotencyStatus::Processing)
             }
@@ -197,6 +187,7 @@ impl Dispatcher {
                     Ok(Some(e)) => {
                         let _ = self.store.finish_event(&id, e.token, &outcome).await;
                     }
+                    // Created only (token 0): never over an owner's event.
                     Ok(None) => {
                         let status = crate::store::status_of(&outcome);
                         let _ = self.store.put_event(&sub.event(&id, 0, status, Some(outcome), ttl)).await;
@@ -211,6 +202,55 @@ impl Dispatcher {
         }
     }
 
+    /// Write the event of an execution this process owns, and hand back the event to run
+    /// with. A take-over resumes the event an earlier owner wrote (its creation time and step
+    /// views kept); a fresh claim writes it, and a force retry writes it anew in its place
+    /// (same id, same creation time). A store that fails is tried again a few times before
+    /// the submission is refused: the claim is already made.
+    async fn own_event(
+        &self,
+        mut event: Event,
+        kind: crate::store::AcquireKind,
+    ) -> Result<Event, StoreError> {
+        let mut backoff = Duration::from_millis(50);
+        for attempt in 1.. {
+            let written = if kind == crate::store::AcquireKind::TakeOver {
+                self.resume_event(&mut event).await
+            } else {
+                self.store.put_event(&event).await
+            };
+            match written {
+                Ok(true) => return Ok(event),
+                // Owned by a newer execution already: the record decides whose outcome counts.
+                Ok(false) => {
+                    tracing::warn!(event_id = %event.id, "the event has a newer owner; running under the record's token");
+                    return Ok(event);
+                }
+                Err(e) if attempt >= EVENT_WRITE_ATTEMPTS => return Err(e),
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "could not store the event yet; trying again");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+            }
+        }
+        unreachable!("the loop returns by its last attempt")
+    }
+
+    /// A take-over's event: the stored one restarted under the new token, its steps so far
+    /// shown again; written whole when there is none.
+    async fn resume_event(&self, event: &mut Event) -> Result<bool, StoreError> {
+        match self.store.get_event(&event.id).await? {
+            Some(stored) => {
+                let restarted = self.store.restart_event(&event.id, event.token).await?;
+                event.created_at_ms = stored.created_at_ms;
+                event.steps = stored.steps;
+                Ok(restarted)
+            }
+            None => self.store.put_event(event).await,
+        }
+    }
+
     /// Run an event's execution in the background (a tracked task: shutdown waits for it),
     /// then record its outcome on the record and, if that landed, on the event.
     fn spawn_event(
@@ -220,7 +260,7 @@ impl Dispatcher {
         journal: crate::journal::StepJournal,
         cid: Arc<str>,
         started: Instant,
-        permit: OwnedSemaphorePermit,
+        permit: crate::Permit,
     ) {
         let token = journal.token();
         let this = self.clone();
@@ -256,24 +296,11 @@ impl Dispatcher {
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
-                let (outcome, settled) =
-                    this.exec.run_owned(&event.record, token, &event.fingerprint, lease, work, |_, _| {}).await;
-                match settled {
-                    // Released: the handler refused its params; no record, a failed event.
-                    Settled::Stored | Settled::Released => {
-                        match this.store.finish_event(&event.id, token, &stored_outcome(&outcome)).await {
-                            Ok(true) => {}
-                            Ok(false) => tracing::warn!("event not finished: a newer execution owns it"),
-                            Err(e) => {
-                                this.metrics.store_error(this.store.name());
-                                tracing::error!(error = %e, "could not finish the event (the resume scanner will)");
-                            }
-                        }
-                    }
-                    // The record is another execution's now: so is the event. (`Storing` is
-                    // only ever an early answer, never the final one.)
-                    Settled::Fenced(_) | Settled::Storing => {}
-                }
+                let (outcome, settled) = this
+                    .exec
+                    .run_owned(&event.record, token, &event.fingerprint, lease, work, |_, _| {})
+                    .await;
+                this.exec.settle_event(&event.id, token, &outcome, &settled).await;
                 let code = match &outcome {
                     Outcome::Result(_) => "ok".to_string(),
                     Outcome::Error(e) => e.code.code().to_string(),
@@ -331,12 +358,12 @@ impl Dispatcher {
             return Ok(false);
         };
         // No place in the budget: leave the event for a later pass (nothing was claimed).
-        let Ok(permit) = self.exec.permit() else { return Ok(false) };
+        let Ok(permit) = self.exec.permit(&event.record.tenant) else { return Ok(false) };
         let started = Instant::now();
         let lease = self.lease(&method);
         let deadline = started + method.spec.timeout;
         match self.exec.acquire(&event.record, &event.fingerprint, false, lease, deadline).await {
-            Ok(Acquired::Owner { token, kind }) => {
+            Ok(Acquired::Owner { token, kind, .. }) => {
                 tracing::warn!(event_id = %event.id, ?kind, "resuming an event whose owner is gone");
                 if !self.store.restart_event(&event.id, token).await? {
                     tracing::warn!(event_id = %event.id, "the event has a newer owner; running under the record's token");

@@ -25,12 +25,14 @@ use std::time::{Duration, Instant};
 
 use foldhash::fast::RandomState;
 use oncerpc_protocol::{ErrorCode, Outcome, RpcError};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::task::TaskTracker;
 
+use crate::budget::{Budget, Permit};
 use crate::cache::DoneCache;
 use crate::metrics::Metrics;
-use crate::store::{AcquireKind, Claim, ClaimRequest, RecordKey, RecordState, Store, StoredOutcome};
+use crate::store::{
+    AcquireKind, Claim, ClaimRequest, RecordKey, RecordState, Store, StoredOutcome, event_id,
+};
 
 /// Longest pause between two attempts to store an outcome.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -40,8 +42,9 @@ const CLAIM_ROUNDS: usize = 3;
 /// The answer to [`Executions::acquire`].
 #[derive(Debug)]
 pub(crate) enum Acquired {
-    /// This process owns the record under `token` and must execute.
-    Owner { token: u64, kind: AcquireKind },
+    /// This process owns the record under `token` and must execute (or [`Executions::give_back`]
+    /// the claim). `previous`: for a force retry, the failure the claim replaced.
+    Owner { token: u64, kind: AcquireKind, previous: Option<StoredOutcome> },
     /// Not ours: in progress elsewhere, done before, or refused.
     Not(Claim),
 }
@@ -74,7 +77,7 @@ pub(crate) struct Executions {
     pub ttl: Duration,
     tracker: TaskTracker,
     /// The `max_background` budget: one permit per keyed execution or async event in flight.
-    budget: Arc<Semaphore>,
+    budget: Budget,
     unrecorded: Mutex<HashMap<RecordKey, Unrecorded, RandomState>>,
     /// Records this process owns right now (executing or storing): their token and since
     /// when, for the retry hint and the shutdown report.
@@ -87,7 +90,7 @@ impl Executions {
         cache: Option<Arc<DoneCache>>,
         metrics: Metrics,
         ttl: Duration,
-        max_background: usize,
+        budget: Budget,
     ) -> Self {
         Executions {
             store,
@@ -95,7 +98,7 @@ impl Executions {
             metrics,
             ttl,
             tracker: TaskTracker::new(),
-            budget: Arc::new(Semaphore::new(max_background.max(1))),
+            budget,
             // foldhash, like the memory store: every new key writes both maps, every
             // duplicate reads one.
             unrecorded: Mutex::new(HashMap::with_hasher(RandomState::default())),
@@ -112,14 +115,10 @@ impl Executions {
         self.tracker.spawn(fut)
     }
 
-    /// A place in the execution budget, or `-32007 Overloaded` at once (no queueing): taken
-    /// before the claim, so a refused request leaves nothing behind.
-    pub fn permit(&self) -> Result<OwnedSemaphorePermit, RpcError> {
-        self.budget.clone().try_acquire_owned().map_err(|_| {
-            self.metrics.overloaded("background");
-            tracing::warn!("execution budget (limits.max_background) spent: refused before claiming");
-            RpcError::new(ErrorCode::Overloaded)
-        })
+    /// A place in the execution budget for work of `tenant`, or `-32007 Overloaded` at once
+    /// (no queueing): taken before the claim, so a refused request leaves nothing behind.
+    pub fn permit(&self, tenant: &str) -> Result<Permit, RpcError> {
+        self.budget.permit(tenant)
     }
 
     /// What this process can answer without waiting for the store: a success it has cached,
@@ -219,28 +218,36 @@ impl Executions {
         lease: Duration,
         deadline: Instant,
     ) -> Result<Acquired, RpcError> {
+        // A force retry replaces a stored failure: read it first, so that a claim this process
+        // gives back can put it back.
+        let previous = if force_retry { self.failure(key).await } else { None };
         for _ in 0..CLAIM_ROUNDS {
             let (token, kind) = match self.claim(key, fingerprint, force_retry, lease).await? {
                 Claim::Acquired { token, kind } => (token, kind),
                 other => return Ok(Acquired::Not(other)),
             };
+            let previous = if kind == AcquireKind::ForceRetry { previous.clone() } else { None };
             if Instant::now() >= deadline {
-                // Nobody waits for this execution any more: give the claim back (a take-over
-                // is withdrawn, a fresh record deleted) rather than record a failure of a
-                // command that did not run.
-                if let Err(e) = self.store.release(key, token).await {
-                    tracing::warn!(error = %e, "could not give back a late claim (it lapses with its lease)");
+                // Nobody waits for this execution any more: give the claim back rather than
+                // record a failure of a command that did not run.
+                if kind == AcquireKind::TakeOver {
+                    // Not confirmed yet: withdrawn, the previous owner keeps its rights.
+                    if let Err(e) = self.store.release(key, token).await {
+                        tracing::warn!(error = %e, "could not withdraw a late take-over (it lapses)");
+                    }
+                } else {
+                    self.give_back(key, token, kind, previous.as_ref()).await;
                 }
                 tracing::warn!(token, "the claim came back after the deadline: given back, command not run");
                 return Err(RpcError::new(ErrorCode::StoreUnavailable));
             }
             if kind != AcquireKind::TakeOver {
-                return Ok(Acquired::Owner { token, kind });
+                return Ok(Acquired::Owner { token, kind, previous });
             }
             match self.store.renew(key, token, lease).await {
                 Ok(true) => {
                     tracing::warn!(token, "lease expired: took over an abandoned execution");
-                    return Ok(Acquired::Owner { token, kind });
+                    return Ok(Acquired::Owner { token, kind, previous: None });
                 }
                 // The owner was alive: its heartbeat or its outcome landed first.
                 Ok(false) => continue,
@@ -248,6 +255,51 @@ impl Executions {
             }
         }
         Ok(Acquired::Not(Claim::InProgress { retry_after_ms: 100 }))
+    }
+
+    /// The failure `key` holds now, if it holds one.
+    async fn failure(&self, key: &RecordKey) -> Option<StoredOutcome> {
+        match self.store.get(key).await {
+            Ok(Some(rec)) => match rec.state {
+                RecordState::Done(failed @ StoredOutcome::Failed(_)) => Some(failed),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Give back an owned claim (fresh, force retry, or a confirmed take-over) that this
+    /// process will not run, leaving the key as it found it as far as it can: a fresh record
+    /// is deleted (as if the request never came); a take-over is kept with its step journal
+    /// (its lease lapses and the next claimant resumes it: deleting it would lose the finished
+    /// steps); a force retry puts back the failure it replaced (`previous`), which a retry
+    /// then finds again. Best effort: a store that does not answer leaves the claim to lapse
+    /// with its lease.
+    pub async fn give_back(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        kind: AcquireKind,
+        previous: Option<&StoredOutcome>,
+    ) {
+        let given = match (kind, previous) {
+            (AcquireKind::TakeOver, _) => {
+                tracing::warn!(token, "take-over kept for a later claimant: its finished steps stay");
+                return;
+            }
+            (AcquireKind::ForceRetry, Some(failure)) => {
+                self.store.complete(key, token, failure, self.ttl).await
+            }
+            _ => self.store.release(key, token).await,
+        };
+        match given {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(token, "claim not given back: the record has moved on"),
+            Err(e) => {
+                self.metrics.store_error(self.store.name());
+                tracing::warn!(error = %e, token, "could not give back a claim (it lapses with its lease)");
+            }
+        }
     }
 
     /// Run `work` as the owner of `token`: renew the lease while it runs and until its
@@ -388,6 +440,59 @@ impl Executions {
         };
         after_attempt(&settled);
         settled
+    }
+
+    /// The event of `key`'s record, if it has one, made the execution's that holds `token`: an
+    /// execution that a sync door force-retried or took over (not a fresh one: a fresh record has
+    /// no live event) shows its steps in it and settles it, so the event says what the key holds,
+    /// whatever door ran it. Returns the event's id and, for a take-over, its step views so far.
+    pub(crate) async fn adopt_event(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        kind: AcquireKind,
+    ) -> Option<(String, Option<String>)> {
+        let id = event_id(key);
+        let stored = match self.store.get_event(&id).await {
+            Ok(stored) => stored?,
+            Err(e) => {
+                tracing::warn!(event_id = %id, error = %e, "could not read the key's event: it is settled later");
+                return None;
+            }
+        };
+        match self.store.restart_event(&id, token).await {
+            Ok(true) => {
+                let steps = (kind == AcquireKind::TakeOver).then_some(stored.steps).flatten();
+                Some((id, steps))
+            }
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!(event_id = %id, error = %e, "could not restart the key's event: it is settled later");
+                None
+            }
+        }
+    }
+
+    /// Record an owned execution's outcome on its event, once the record holds it.
+    pub(crate) async fn settle_event(&self, id: &str, token: u64, outcome: &Outcome, settled: &Settled) {
+        match settled {
+            // Released: the handler refused its params; no record, a failed event.
+            Settled::Stored | Settled::Released => {
+                match self.store.finish_event(id, token, &stored_outcome(outcome)).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(event_id = %id, "event not finished: a newer execution owns it")
+                    }
+                    Err(e) => {
+                        self.metrics.store_error(self.store.name());
+                        tracing::error!(event_id = %id, error = %e, "could not finish the event (the resume scanner will)");
+                    }
+                }
+            }
+            // The record is another execution's now: so is the event. (`Storing` is only ever an
+            // early answer, never the final one.)
+            Settled::Fenced(_) | Settled::Storing => {}
+        }
     }
 
     /// Wait up to `grace` for every tracked execution, then log each record still owned here

@@ -27,6 +27,7 @@
 //! # });
 //! ```
 
+mod budget;
 mod cache;
 mod canonical;
 pub mod derived;
@@ -45,6 +46,7 @@ pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub use budget::Permit;
 pub use derived::KeyOrigin;
 pub use dispatch::{
     BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, IdempotencyInfo, RESERVED_PARAMS, Reply,

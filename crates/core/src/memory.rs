@@ -219,11 +219,17 @@ impl Store for MemoryStore {
         Box::pin(std::future::ready(result))
     }
 
-    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<bool, StoreError>> {
         let result = self.events_lock().map(|mut events| {
             let now = now_ms();
             events.retain(|_, e| e.expires_at_ms > now);
-            events.insert(event.id.clone(), event.clone());
+            let created_at_ms = match events.get(&event.id) {
+                Some(stored) if stored.token >= event.token => return false,
+                Some(stored) => stored.created_at_ms,
+                None => event.created_at_ms,
+            };
+            events.insert(event.id.clone(), Event { created_at_ms, ..event.clone() });
+            true
         });
         Box::pin(std::future::ready(result))
     }

@@ -21,6 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use sha2::{Digest, Sha256};
+
 use crate::method::BoxFuture;
 
 /// The scope of a record: `(tenant, method, key)` (DESIGN §3).
@@ -224,6 +226,24 @@ pub struct Event {
     pub steps: Option<String>,
 }
 
+/// `evt_` + 32 hex digits of SHA-256 over the record scope: stable across duplicates,
+/// different across tenants, methods and keys, and not revealing the key.
+pub fn event_id(record: &RecordKey) -> String {
+    let mut h = Sha256::new();
+    for part in [&*record.tenant, &*record.method, &*record.key] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    let digest = h.finalize();
+    let mut id = String::with_capacity(36);
+    id.push_str("evt_");
+    for b in &digest[..16] {
+        use std::fmt::Write;
+        let _ = write!(id, "{b:02x}");
+    }
+    id
+}
+
 /// A page of [`Store::pending_events`]: the events and the cursor of the next page.
 pub type PendingPage = (Vec<Event>, Option<String>);
 
@@ -320,8 +340,14 @@ pub trait Store: Send + Sync + 'static {
     /// Read a record (expired records read as absent).
     fn get<'a>(&'a self, key: &'a RecordKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>>;
 
-    /// Insert or replace an event.
-    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Write an event for the execution that holds `event.token`: created when no live event
+    /// has its id, replaced when the stored one belongs to an older execution (its token is
+    /// below `event.token`: a force retry or a take-over). A replaced event keeps its creation
+    /// time, so it stays where it was in every listing. `Ok(false)`: a live event with a token
+    /// of at least `event.token` exists; nothing was written. So a writer that owns nothing
+    /// (token 0: an event made for a record another request holds) only ever creates, and
+    /// never overwrites the owner's event.
+    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<bool, StoreError>>;
 
     /// Read an event (expired events read as absent).
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>>;

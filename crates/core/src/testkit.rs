@@ -8,16 +8,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{
-    AcquireKind, Claim, ClaimRequest, Event, EventStatus, RecordKey, RecordState, Store, StoredOutcome,
-    now_ms,
-};
+use crate::store::{AcquireKind, Claim, ClaimRequest, Event, RecordKey, RecordState, Store, StoredOutcome};
 
 const LONG: Duration = Duration::from_secs(60);
 const TTL: Duration = Duration::from_secs(3600);
 
+mod events;
 mod journal;
 mod listing;
+pub use events::*;
+use events::{all_pending, event};
 pub use journal::*;
 pub use listing::*;
 
@@ -301,85 +301,6 @@ pub async fn scope_is_tenant_method_key(store: Arc<dyn Store>) {
     }
 }
 
-fn event(key: &RecordKey, ttl: Duration) -> Event {
-    let now = now_ms();
-    Event {
-        id: format!("evt_{}", uuid::Uuid::new_v4().simple()),
-        record: key.clone(),
-        fingerprint: "fp".into(),
-        params: Some(r#"{"sku":"A-1","n":1.0}"#.into()),
-        return_step: Some("reserve".into()),
-        tags: vec!["a".into(), "b c".into()],
-        status: EventStatus::Processing,
-        outcome: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        expires_at_ms: now + ttl.as_millis() as u64,
-        token: 7,
-        steps: None,
-    }
-}
-
-/// Events round-trip whole, finish with their outcome, restart, and are listed while pending.
-pub async fn events_lifecycle(store: Arc<dyn Store>) {
-    let key = fresh_key("flow", "evt-1");
-    let ev = event(&key, TTL);
-    store.put_event(&ev).await.unwrap();
-    assert_eq!(store.get_event(&ev.id).await.unwrap().as_ref(), Some(&ev), "stored whole");
-    assert_eq!(store.get_event("evt_missing").await.unwrap(), None);
-    assert!(all_pending(&*store).await.iter().any(|e| e.id == ev.id), "a processing event is pending");
-
-    let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
-    assert!(!store.finish_event(&ev.id, 6, &failed).await.unwrap(), "another token is fenced out");
-    assert!(!store.finish_event("evt_missing", 7, &failed).await.unwrap());
-    assert_eq!(store.get_event(&ev.id).await.unwrap().unwrap().status, EventStatus::Processing);
-    assert!(store.finish_event(&ev.id, 7, &failed).await.unwrap());
-    let got = store.get_event(&ev.id).await.unwrap().unwrap();
-    assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Failed, Some(&failed)));
-    assert!(!all_pending(&*store).await.iter().any(|e| e.id == ev.id));
-
-    assert!(!store.restart_event(&ev.id, 7).await.unwrap(), "a restart needs a newer token");
-    assert!(store.restart_event(&ev.id, 9).await.unwrap());
-    let got = store.get_event(&ev.id).await.unwrap().unwrap();
-    assert_eq!((got.status, got.outcome, got.token), (EventStatus::Processing, None, 9));
-    assert!(all_pending(&*store).await.iter().any(|e| e.id == ev.id), "pending again");
-
-    let ok = StoredOutcome::Succeeded(r#"{"ok":true}"#.into());
-    assert!(!store.finish_event(&ev.id, 7, &ok).await.unwrap(), "the old owner is fenced out");
-    assert!(store.finish_event(&ev.id, 9, &ok).await.unwrap());
-    let got = store.get_event(&ev.id).await.unwrap().unwrap();
-    assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Succeeded, Some(&ok)));
-    assert_eq!(got.tags, ev.tags);
-    assert_eq!(got.created_at_ms, ev.created_at_ms);
-}
-
-/// Events expire with their TTL.
-pub async fn events_expire(store: Arc<dyn Store>) {
-    let key = fresh_key("flow", "evt-ttl");
-    let ev = event(&key, Duration::from_millis(300));
-    store.put_event(&ev).await.unwrap();
-    assert!(store.get_event(&ev.id).await.unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(450)).await;
-    assert_eq!(store.get_event(&ev.id).await.unwrap(), None);
-    assert!(!all_pending(&*store).await.iter().any(|e| e.id == ev.id));
-}
-
-/// Every pending event, following the page cursors.
-async fn all_pending(store: &dyn Store) -> Vec<Event> {
-    let mut out = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..100_000 {
-        let (page, next) = store.pending_events(cursor.as_deref(), 37).await.expect("pending_events");
-        assert!(page.len() <= 37, "a page holds at most `limit` events");
-        out.extend(page);
-        match next {
-            Some(c) => cursor = Some(c),
-            None => return out,
-        }
-    }
-    panic!("pending_events never reached its last page");
-}
-
 /// An unconfirmed take-over never fences out a live owner: the owner's `complete` still
 /// lands, and the take-over's confirmation then fails.
 pub async fn unconfirmed_takeover_leaves_the_owner_its_outcome(store: Arc<dyn Store>) {
@@ -569,6 +490,9 @@ macro_rules! store_suite {
                 scope_is_tenant_method_key,
                 events_lifecycle,
                 events_expire,
+                event_writes_never_overwrite_a_newer_owner,
+                concurrent_event_writes_leave_the_owner_event,
+                a_replaced_event_keeps_its_place_and_is_listed_once,
                 unconfirmed_takeover_leaves_the_owner_its_outcome,
                 owner_renew_cancels_a_takeover,
                 abandoned_takeover_is_withdrawn_or_lapses,
@@ -717,7 +641,7 @@ impl Store for SwitchableStore {
     ) -> crate::BoxFuture<'a, Result<Option<crate::store::Record>, crate::StoreError>> {
         switchable!(self, self.inner.get(key))
     }
-    fn put_event<'a>(&'a self, event: &'a Event) -> crate::BoxFuture<'a, Result<(), crate::StoreError>> {
+    fn put_event<'a>(&'a self, event: &'a Event) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
         switchable!(self, self.inner.put_event(event))
     }
     fn get_event<'a>(

@@ -338,6 +338,9 @@ pub struct Tenant {
     /// Requests of this tenant served at once; absent = only `limits.max_in_flight`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight: Option<usize>,
+    /// This tenant's share of `limits.max_background`; absent = an equal share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_background: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -621,8 +624,9 @@ impl Config {
                     t.name, t.name
                 )));
             }
-            if t.max_in_flight == Some(0) {
-                return Err(invalid(format!("tenants.{}.max_in_flight must be at least 1", t.name)));
+            if t.max_in_flight == Some(0) || t.max_background == Some(0) {
+                let key = if t.max_in_flight == Some(0) { "max_in_flight" } else { "max_background" };
+                return Err(invalid(format!("tenants.{}.{key} must be at least 1", t.name)));
             }
         }
         let mut methods = std::collections::HashSet::new();

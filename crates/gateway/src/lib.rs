@@ -96,6 +96,7 @@ impl App {
                     ttl: Duration::from_secs(config.store.ttl_secs),
                 },
                 max_background: config.limits.max_background,
+                tenant_background: tenant_background(&config),
             },
             store,
         ));
@@ -196,6 +197,18 @@ impl App {
         }
         served
     }
+}
+
+/// Each tenant's share of `limits.max_background` (DESIGN §12: one tenant cannot starve the
+/// others): its own `max_background`, else an equal share of the pool, rounded up. Without
+/// tenants, the one open tenant has the whole pool.
+fn tenant_background(cfg: &Config) -> std::collections::HashMap<Arc<str>, usize> {
+    let pool = cfg.limits.max_background;
+    let equal = pool.div_ceil(cfg.tenants.len().max(1));
+    cfg.tenants
+        .iter()
+        .map(|t| (Arc::from(t.name.as_str()), t.max_background.unwrap_or(equal).min(pool)))
+        .collect()
 }
 
 /// The front door's tenants: keys, and each tenant's own limits.

@@ -708,21 +708,29 @@ impl Store for PgStore {
         })
     }
 
-    fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let client = self.client().await?;
             let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-            query_key(
-                &client,
-                "INSERT INTO oncerpc_events (tenant, method, key, id, fingerprint, params, return_step, tags,
-                   status, outcome, created_at, updated_at, expires_at, token, steps)
+            // Created, or replacing an expired event or an older execution's; a live one keeps
+            // its creation time (its place in the listing).
+            let sql = format!(
+                "INSERT INTO oncerpc_events AS old (tenant, method, key, id, fingerprint, params, return_step,
+                   tags, status, outcome, created_at, updated_at, expires_at, token, steps)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
                  ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
                    key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
                    return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
-                   outcome = excluded.outcome, created_at = excluded.created_at,
+                   outcome = excluded.outcome,
+                   created_at = CASE WHEN old.expires_at > {NOW} THEN old.created_at ELSE excluded.created_at END,
                    updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
-                   steps = excluded.steps",
+                   steps = excluded.steps
+                 WHERE old.expires_at <= {NOW} OR old.token < excluded.token
+                 RETURNING 1"
+            );
+            let rows = query_key(
+                &client,
+                &sql,
                 &e.record,
                 &[
                     &e.id,
@@ -740,7 +748,7 @@ impl Store for PgStore {
                 ],
             )
             .await?;
-            Ok(())
+            Ok(!rows.is_empty())
         })
     }
 

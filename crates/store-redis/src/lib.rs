@@ -72,9 +72,8 @@ use std::time::Duration;
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    AcquireKind, Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Store,
-    StoreError, StoredOutcome, TakeOver, journal_from_json, list_cursor, now_ms, parse_list_cursor,
-    parse_pending_cursor, status_of, takeover_window,
+    AcquireKind, Claim, ClaimRequest, Event, EventFilter, Record, RecordKey, RecordState, Store, StoreError,
+    StoredOutcome, TakeOver, journal_from_json, now_ms, status_of, takeover_window,
 };
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -86,6 +85,7 @@ use redis::{
 };
 use sha2::{Digest, Sha256};
 
+mod events;
 mod scripts;
 mod tls;
 
@@ -97,10 +97,6 @@ const WAIT_TIMEOUT_MS: u64 = 1000;
 /// A pending-index entry whose event hash is missing is dropped only once its creation time is
 /// this old: the index entry of a new event is written just before its hash.
 pub const PENDING_GRACE_MS: u64 = 60_000;
-
-/// Chunks of the tenant's index one listing page reads at most before it ends early (with a
-/// cursor) for want of matching events.
-const LIST_SCAN_CHUNKS: usize = 8;
 
 /// How long a token key outlives the last claim beyond the record's own `ttl + lease`.
 const TOKEN_KEEP_MS: u64 = 24 * 3600 * 1000;
@@ -346,73 +342,6 @@ impl RedisStore {
             _ => Ok(()),
         }
     }
-
-    /// Add `e` to its tenant's listing index, which then lives at least as long as `e`.
-    async fn index_listed(&self, e: &Event, ttl_ms: u64) -> Result<(), StoreError> {
-        let mut inv = self.scripts.index_listed.prepare_invoke();
-        inv.key(self.listed_key(&e.record.tenant)).arg(list_cursor(e)).arg(ttl_ms);
-        self.eval::<i64>(&inv, false).await.map(|_| ())
-    }
-
-    async fn index_pending(&self, id: &str, created_ms: u64) -> Result<(), StoreError> {
-        let mut conn = self.conn.clone();
-        redis::cmd("ZADD")
-            .arg(self.pending_key())
-            .arg(created_ms)
-            .arg(id)
-            .query_async(&mut conn)
-            .await
-            .map_err(err)
-    }
-
-    /// Remove `id` from the pending index, then look again: an event that turned processing
-    /// meanwhile (a concurrent restart) is put back, so no interleaving loses its entry.
-    /// Whether the entry stays removed.
-    async fn unindex_pending(&self, id: &str) -> Result<bool, StoreError> {
-        let mut conn = self.conn.clone();
-        redis::cmd("ZREM").arg(self.pending_key()).arg(id).query_async::<()>(&mut conn).await.map_err(err)?;
-        match self.load_event(id).await? {
-            Some(e) if e.status == EventStatus::Processing => {
-                self.index_pending(id, e.created_at_ms).await?;
-                Ok(false)
-            }
-            _ => Ok(true),
-        }
-    }
-
-    async fn load_event(&self, id: &str) -> Result<Option<Event>, StoreError> {
-        let mut conn = self.conn.clone();
-        let v: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(self.event_key(id))
-            .arg(&EVENT_FIELDS[..])
-            .query_async(&mut conn)
-            .await
-            .map_err(err)?;
-        let field = |i: usize| v.get(i).cloned().flatten();
-        let number = |i: usize| field(i).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let Some(tenant) = field(0) else { return Ok(None) };
-        let status = field(7).and_then(|s| EventStatus::parse(&s)).unwrap_or(EventStatus::Processing);
-        let outcome = match status {
-            EventStatus::Processing => None,
-            EventStatus::Succeeded => field(8).map(StoredOutcome::Succeeded),
-            EventStatus::Failed => field(8).map(StoredOutcome::Failed),
-        };
-        Ok(Some(Event {
-            id: id.to_owned(),
-            record: RecordKey::new(tenant, field(1).unwrap_or_default(), field(2).unwrap_or_default()),
-            fingerprint: field(3).unwrap_or_default(),
-            params: field(4),
-            return_step: field(5),
-            tags: field(6).and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
-            status,
-            outcome,
-            created_at_ms: number(9),
-            updated_at_ms: number(10),
-            expires_at_ms: number(11),
-            token: number(12),
-            steps: field(13),
-        }))
-    }
 }
 
 /// `INFO cluster` → `cluster_enabled:1`. A server that refuses `INFO` is taken as standalone.
@@ -529,23 +458,6 @@ fn parse_claim(v: Value) -> Result<Claim, StoreError> {
         _ => return Err(bad()),
     })
 }
-
-const EVENT_FIELDS: [&str; 14] = [
-    "tenant",
-    "method",
-    "key",
-    "fp",
-    "params",
-    "return_step",
-    "tags",
-    "status",
-    "outcome",
-    "created",
-    "updated",
-    "expires",
-    "token",
-    "steps",
-];
 
 impl Store for RedisStore {
     fn claim<'a>(&'a self, req: ClaimRequest<'a>) -> BoxFuture<'a, Result<Claim, StoreError>> {
@@ -666,44 +578,8 @@ impl Store for RedisStore {
         })
     }
 
-    fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            let pending = e.status == EventStatus::Processing;
-            // The index entry first: a crash between the two leaves an entry without a hash
-            // (dropped after the grace), never a pending event that no listing reaches.
-            if pending {
-                self.index_pending(&e.id, e.created_at_ms).await?;
-            }
-            let ttl = e.expires_at_ms.saturating_sub(now_ms()).max(1);
-            self.index_listed(e, ttl).await?;
-            let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-            let mut fields: Vec<(&str, String)> = vec![
-                ("tenant", e.record.tenant.to_string()),
-                ("method", e.record.method.to_string()),
-                ("key", e.record.key.to_string()),
-                ("fp", e.fingerprint.clone()),
-                ("tags", tags),
-                ("status", e.status.as_str().to_owned()),
-                ("created", e.created_at_ms.to_string()),
-                ("updated", e.updated_at_ms.to_string()),
-                ("expires", e.expires_at_ms.to_string()),
-                ("token", e.token.to_string()),
-            ];
-            fields.extend(e.params.clone().map(|p| ("params", p)));
-            fields.extend(e.return_step.clone().map(|r| ("return_step", r)));
-            fields.extend(e.outcome.as_ref().map(|o| ("outcome", o.json().to_owned())));
-            fields.extend(e.steps.clone().map(|s| ("steps", s)));
-            let mut inv = self.scripts.put_event.prepare_invoke();
-            inv.key(self.event_key(&e.id)).arg(ttl);
-            for (name, value) in &fields {
-                inv.arg(*name).arg(value);
-            }
-            self.eval::<i64>(&inv, false).await?;
-            if !pending {
-                self.unindex_pending(&e.id).await?;
-            }
-            Ok(())
-        })
+    fn put_event<'a>(&'a self, e: &'a Event) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.write_event(e))
     }
 
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {
@@ -745,27 +621,7 @@ impl Store for RedisStore {
     }
 
     fn restart_event<'a>(&'a self, id: &'a str, token: u64) -> BoxFuture<'a, Result<bool, StoreError>> {
-        Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let created: Option<u64> = redis::cmd("HGET")
-                .arg(self.event_key(id))
-                .arg("created")
-                .query_async(&mut conn)
-                .await
-                .map_err(err)?;
-            let Some(created) = created else { return Ok(false) };
-            // Indexed before (a crash right after the restart leaves it listed) and after (a
-            // concurrent listing may have dropped the entry while the event was finished).
-            // A refused restart leaves a stale entry, which the next listing drops.
-            self.index_pending(id, created).await?;
-            let mut inv = self.scripts.restart_event.prepare_invoke();
-            inv.key(self.event_key(id)).arg(token).arg(now_ms());
-            let landed = self.eval::<i64>(&inv, false).await?.0 == 1;
-            if landed {
-                self.index_pending(id, created).await?;
-            }
-            Ok(landed)
-        })
+        Box::pin(self.rerun_event(id, token))
     }
 
     fn list_events<'a>(
@@ -775,61 +631,7 @@ impl Store for RedisStore {
         cursor: Option<&'a str>,
         limit: usize,
     ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
-        Box::pin(async move {
-            let mut page = Vec::new();
-            if limit == 0 {
-                return Ok((page, None));
-            }
-            let key = self.listed_key(tenant);
-            let mut conn = self.conn.clone();
-            // Index entries before the cursor, newest first, a chunk at a time; events that do
-            // not match are read past. After LIST_SCAN_CHUNKS chunks the page ends early.
-            let chunk = limit.clamp(16, 256);
-            let mut from = cursor.filter(|c| parse_list_cursor(c).is_some()).map(|c| format!("({c}"));
-            for _ in 0..LIST_SCAN_CHUNKS {
-                let members: Vec<String> = redis::cmd("ZREVRANGEBYLEX")
-                    .arg(&key)
-                    .arg(from.as_deref().unwrap_or("+"))
-                    .arg("-")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(chunk)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(err)?;
-                let ids: Vec<(&str, u64)> =
-                    members.iter().filter_map(|m| parse_list_cursor(m).map(|(at, id)| (id, at))).collect();
-                let events =
-                    futures::future::try_join_all(ids.iter().map(|(id, _)| self.load_event(id))).await?;
-                let now = now_ms();
-                for ((member, (_, created)), event) in members.iter().zip(&ids).zip(events) {
-                    match event {
-                        Some(e)
-                            if *e.record.tenant == *tenant && e.expires_at_ms > now && filter.matches(&e) =>
-                        {
-                            page.push(e);
-                            if page.len() == limit {
-                                return Ok((page, Some(member.clone())));
-                            }
-                        }
-                        Some(_) => {}
-                        // Expired, or being created (its index entry is written first): dropped
-                        // once past the grace.
-                        None if created.saturating_add(PENDING_GRACE_MS) < now => {
-                            let _: Result<i64, _> =
-                                redis::cmd("ZREM").arg(&key).arg(member).query_async(&mut conn).await;
-                        }
-                        None => {}
-                    }
-                }
-                match members.last() {
-                    Some(last) if members.len() == chunk => from = Some(format!("({last}")),
-                    _ => return Ok((page, None)),
-                }
-            }
-            let next = from.map(|f| f[1..].to_owned());
-            Ok((page, next))
-        })
+        Box::pin(self.list_page(tenant, filter, cursor, limit))
     }
 
     fn pending_events<'a>(
@@ -837,60 +639,7 @@ impl Store for RedisStore {
         cursor: Option<&'a str>,
         limit: usize,
     ) -> BoxFuture<'a, Result<(Vec<Event>, Option<String>), StoreError>> {
-        Box::pin(async move {
-            let mut page = Vec::new();
-            if limit == 0 {
-                return Ok((page, None));
-            }
-            let after = cursor.and_then(parse_pending_cursor);
-            let min = after.map_or_else(|| "-inf".to_owned(), |(at, _)| at.to_string());
-            let mut conn = self.conn.clone();
-            // Index entries from the cursor's score on, in (score, id) order, `limit` at a
-            // time; `offset` counts the entries examined and still in the index.
-            let mut offset = 0usize;
-            loop {
-                let batch: Vec<(String, f64)> = redis::cmd("ZRANGEBYSCORE")
-                    .arg(self.pending_key())
-                    .arg(&min)
-                    .arg("+inf")
-                    .arg("WITHSCORES")
-                    .arg("LIMIT")
-                    .arg(offset)
-                    .arg(limit)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(err)?;
-                let fetched = batch.len();
-                offset += fetched;
-                let entries: Vec<(String, u64)> = batch
-                    .into_iter()
-                    .map(|(id, score)| (id, score as u64))
-                    .filter(|(id, score)| after.is_none_or(|(at, last)| (*score, id.as_str()) > (at, last)))
-                    .collect();
-                let events =
-                    futures::future::try_join_all(entries.iter().map(|(id, _)| self.load_event(id))).await?;
-                let now = now_ms();
-                for ((id, score), event) in entries.iter().zip(events) {
-                    match event {
-                        Some(e) if e.status == EventStatus::Processing => {
-                            page.push(e);
-                            if page.len() == limit {
-                                return Ok((page, Some(format!("{score}:{id}"))));
-                            }
-                        }
-                        // Finished, or gone (expired) for longer than a creation takes.
-                        Some(_) => offset -= usize::from(self.unindex_pending(id).await?),
-                        None if score.saturating_add(PENDING_GRACE_MS) < now => {
-                            offset -= usize::from(self.unindex_pending(id).await?)
-                        }
-                        None => {}
-                    }
-                }
-                if fetched < limit {
-                    return Ok((page, None));
-                }
-            }
-        })
+        Box::pin(self.pending_page(cursor, limit))
     }
 
     fn name(&self) -> &'static str {

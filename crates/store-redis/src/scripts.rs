@@ -151,14 +151,19 @@ return 0
 "#
 );
 
-/// Insert or replace an event. KEYS: event. ARGV: ttl ms, then field/value pairs.
+/// Create an event, or replace an older execution's (keeping its creation time); nil when a
+/// live event of a token at least as high is there. KEYS: event. ARGV: ttl ms, token, creation
+/// time, then field/value pairs. Returns the creation time kept.
 pub(crate) const PUT_EVENT: &str = concat!(
     lua_prelude!(),
     r#"
+local cur = redis.call('HMGET', KEYS[1], 'token', 'created')
+if cur[1] and not gt(ARGV[2], cur[1]) then return false end
+local created = cur[2] or ARGV[3]
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('HSET', KEYS[1], 'token', ARGV[2], 'created', created, unpack(ARGV, 4))
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return 1
+return created
 "#
 );
 

@@ -115,7 +115,6 @@ enum Done {
     Claim(Claim),
     Bool(bool),
     Record(Option<Record>),
-    Unit,
     Events(Vec<Event>),
 }
 
@@ -130,10 +129,6 @@ impl Done {
 
     fn record(self) -> Option<Option<Record>> {
         if let Done::Record(r) = self { Some(r) } else { None }
-    }
-
-    fn unit(self) -> Option<()> {
-        if let Done::Unit = self { Some(()) } else { None }
     }
 
     fn events(self) -> Option<Vec<Event>> {
@@ -328,10 +323,7 @@ fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
             Release::Refused => Ok(Done::Bool(false)),
         },
         Op::Get { key } => Ok(Done::Record(load(tx, key)?.filter(|r| r.expires_at_ms > now))),
-        Op::PutEvent(e) => {
-            put_event(tx, e)?;
-            Ok(Done::Unit)
-        }
+        Op::PutEvent(e) => Ok(Done::Bool(put_event(tx, e, now)?)),
         Op::GetEvent(id) => {
             let sql = format!("{EVENT_SELECT} WHERE id = ?1 AND expires_at > ?2");
             let e = tx.prepare_cached(&sql)?.query_row(params![id, now as i64], event_row).optional()?;
@@ -413,32 +405,44 @@ fn next_token(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
 const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
     outcome, created_at, updated_at, expires_at, token, steps FROM events";
 
-fn put_event(tx: &Transaction<'_>, e: &Event) -> rusqlite::Result<()> {
+/// [`Store::put_event`]: create, or replace an expired event or an older execution's (keeping
+/// a live one's creation time); whether it was written.
+fn put_event(tx: &Transaction<'_>, e: &Event, now: u64) -> rusqlite::Result<bool> {
     let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
     let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
+    let n = tx
+        .prepare_cached(
+            "INSERT INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
            status, outcome, created_at, updated_at, expires_at, token, steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?
-    .execute(params![
-        e.id,
-        &*e.record.tenant,
-        &*e.record.method,
-        &*e.record.key,
-        e.fingerprint,
-        e.params,
-        e.return_step,
-        tags,
-        status,
-        outcome,
-        e.created_at_ms as i64,
-        e.updated_at_ms as i64,
-        e.expires_at_ms as i64,
-        e.token as i64,
-        e.steps,
-    ])?;
-    Ok(())
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+         ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
+           key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
+           return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
+           outcome = excluded.outcome,
+           created_at = CASE WHEN events.expires_at > ?16 THEN events.created_at ELSE excluded.created_at END,
+           updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
+           steps = excluded.steps
+         WHERE events.expires_at <= ?16 OR events.token < excluded.token",
+        )?
+        .execute(params![
+            e.id,
+            &*e.record.tenant,
+            &*e.record.method,
+            &*e.record.key,
+            e.fingerprint,
+            e.params,
+            e.return_step,
+            tags,
+            status,
+            outcome,
+            e.created_at_ms as i64,
+            e.updated_at_ms as i64,
+            e.expires_at_ms as i64,
+            e.token as i64,
+            e.steps,
+            now as i64,
+        ])?;
+    Ok(n > 0)
 }
 
 fn event_columns(status: EventStatus, outcome: Option<&StoredOutcome>) -> (i64, Option<&str>) {
@@ -601,8 +605,8 @@ impl Store for SqliteStore {
         Box::pin(self.call(Op::Get { key: key.clone() }, Done::record))
     }
 
-    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(self.call(Op::PutEvent(Box::new(event.clone())), Done::unit))
+    fn put_event<'a>(&'a self, event: &'a Event) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.call(Op::PutEvent(Box::new(event.clone())), Done::bool))
     }
 
     fn get_event<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Event>, StoreError>> {

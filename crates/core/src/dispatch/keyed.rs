@@ -13,7 +13,7 @@ use super::handler::run_handler;
 use super::prepare::Keyed;
 use crate::execution::{Acquired, Settled, in_progress, lease_for};
 use crate::method::{Context, IdempotencyStatus, Method};
-use crate::store::{Claim, RecordKey, StoredOutcome};
+use crate::store::{AcquireKind, Claim, RecordKey, StoredOutcome};
 
 /// The idempotency key and status of a single command, for response headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,7 +106,7 @@ impl Dispatcher {
             return answer(known);
         }
         // Refused before anything is claimed when the execution budget is spent.
-        let permit = match self.exec.permit() {
+        let permit = match self.exec.permit(&ctx.tenant) {
             Ok(p) => p,
             Err(e) => return (Outcome::Error(e), None),
         };
@@ -124,12 +124,22 @@ impl Dispatcher {
                 // Held until the outcome is stored, not only until the client is answered.
                 let _permit = permit;
                 let deadline = started + method.spec.timeout;
+                let mut event = None;
                 let token = match exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline).await
                 {
                     Err(e) => return drop(reply.send((Outcome::Error(e), None))),
                     Ok(Acquired::Not(claim)) => return drop(reply.send(answer(claim))),
-                    Ok(Acquired::Owner { token, kind }) => {
-                        ctx.journal = Some(exec.journal(&record_key, token, kind, lease).await);
+                    Ok(Acquired::Owner { token, kind, .. }) => {
+                        let journal = exec.journal(&record_key, token, kind, lease).await;
+                        // A force retry or take-over of a key that has an async event: the
+                        // event follows this execution.
+                        if kind != AcquireKind::Fresh {
+                            event = exec.adopt_event(&record_key, token, kind).await;
+                        }
+                        ctx.journal = Some(match &event {
+                            Some((id, steps)) => journal.with_event(id, steps.as_deref()),
+                            None => journal,
+                        });
                         token
                     }
                 };
@@ -138,7 +148,11 @@ impl Dispatcher {
                 let early = |outcome: &Outcome, settled: &Settled| {
                     let _ = reply.send(owner_answer(outcome, settled));
                 };
-                exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
+                let (outcome, settled) =
+                    exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
+                if let Some((id, _)) = &event {
+                    exec.settle_event(id, token, &outcome, &settled).await;
+                }
             }
             .instrument(span),
         );

@@ -59,6 +59,9 @@ pub struct DispatcherConfig {
     /// Keyed executions (and async events) running at once, including those whose client
     /// left: past it, new ones are refused with `-32007` before anything is claimed.
     pub max_background: usize,
+    /// Tenants' own shares of `max_background`: a tenant named here holds at most that many
+    /// places (the pool stays the ceiling); a tenant not named has only the pool.
+    pub tenant_background: std::collections::HashMap<Arc<str>, usize>,
 }
 
 impl Default for DispatcherConfig {
@@ -67,6 +70,7 @@ impl Default for DispatcherConfig {
             batch: BatchConfig::default(),
             idempotency: IdempotencyConfig::default(),
             max_background: 1024,
+            tenant_background: Default::default(),
         }
     }
 }
@@ -150,7 +154,7 @@ impl Dispatcher {
             done_cache,
             metrics.clone(),
             config.idempotency.ttl,
-            config.max_background,
+            crate::budget::Budget::new(config.max_background, &config.tenant_background, metrics.clone()),
         ));
         for m in registry.iter() {
             let _ = m.metrics.set(metrics.for_method(&m.name, m.spec.kind.as_str()));

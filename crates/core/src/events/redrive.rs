@@ -58,7 +58,7 @@ impl Dispatcher {
         tracing::info!(event_id = %id, correlation_id = %sub.cid, "re-driving a failed event");
         // As in `submit`: the budget place first, then the claim in a task of its own, so a
         // client hanging up cannot leave a claim without its event.
-        let permit = self.exec.permit()?;
+        let permit = self.exec.permit(&sub.record.tenant)?;
         let this = self.clone();
         self.exec
             .spawn(async move { this.accept(id, sub, permit).await })

@@ -6,7 +6,12 @@ use super::{TTL, event, fresh_key};
 use crate::store::{Event, EventFilter, EventStatus, Store, StoredOutcome};
 
 /// Every page of a listing, following the cursors (at most 1,000 pages).
-async fn list_all(store: &dyn Store, tenant: &str, filter: &EventFilter, limit: usize) -> Vec<Event> {
+pub(super) async fn list_all(
+    store: &dyn Store,
+    tenant: &str,
+    filter: &EventFilter,
+    limit: usize,
+) -> Vec<Event> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..1000 {
