@@ -532,6 +532,10 @@ pub struct SwitchableStore {
     down: std::sync::atomic::AtomicBool,
     claim_delay_ms: std::sync::atomic::AtomicU64,
     complete_delay_ms: std::sync::atomic::AtomicU64,
+    /// `put_event` of an owner (token > 0) and of a writer that owns nothing (token 0) reach
+    /// the inner store only after these delays; `put_event` fails while `event_writes_down`.
+    event_delay_ms: [std::sync::atomic::AtomicU64; 2],
+    event_writes_down: std::sync::atomic::AtomicBool,
 }
 
 impl SwitchableStore {
@@ -541,7 +545,22 @@ impl SwitchableStore {
             down: std::sync::atomic::AtomicBool::new(false),
             claim_delay_ms: std::sync::atomic::AtomicU64::new(0),
             complete_delay_ms: std::sync::atomic::AtomicU64::new(0),
+            event_delay_ms: Default::default(),
+            event_writes_down: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Make `put_event` reach the inner store only after `owner` (events of token > 0) or
+    /// `blank` (token 0) — to order an owner's write and a duplicate's as a race would.
+    pub fn set_event_write_delays(&self, owner: Duration, blank: Duration) {
+        for (slot, d) in self.event_delay_ms.iter().zip([owner, blank]) {
+            slot.store(d.as_millis() as u64, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Make `put_event` alone fail, as a store that fails one write would.
+    pub fn set_event_writes_down(&self, down: bool) {
+        self.event_writes_down.store(down, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Make every claim's answer take `delay` to come back (the claim itself lands at once).
@@ -642,7 +661,16 @@ impl Store for SwitchableStore {
         switchable!(self, self.inner.get(key))
     }
     fn put_event<'a>(&'a self, event: &'a Event) -> crate::BoxFuture<'a, Result<bool, crate::StoreError>> {
-        switchable!(self, self.inner.put_event(event))
+        let delay =
+            self.event_delay_ms[usize::from(event.token == 0)].load(std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            self.check()?;
+            if self.event_writes_down.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(crate::StoreError::new("event write failed (switched down by the test)"));
+            }
+            self.inner.put_event(event).await
+        })
     }
     fn get_event<'a>(
         &'a self,
