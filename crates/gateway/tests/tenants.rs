@@ -226,3 +226,52 @@ fn tenant_limits_parse_from_toml_integers_and_fractions() {
         toml::from_str("[[tenants]]\nname = \"a\"\napi_keys = [\"k\"]\nburst = -1\n");
     assert!(bad.is_err());
 }
+
+/// Background work counts against the tenant that made it (issue "events you can trust",
+/// finding 4): with `limits.max_background = 4` and two tenants, each has an equal share of 2.
+/// A tenant that fills its share with async events is refused itself (`503`, counted per
+/// tenant); the other tenant's events are still accepted; an explicit share overrides.
+#[tokio::test]
+async fn a_tenant_filling_the_background_pool_is_refused_and_the_others_are_not() {
+    let mut cfg = test_config();
+    cfg.limits.max_background = 4;
+    cfg.tenants = vec![tenant("greedy", LIMITED_KEY), tenant("patient", OPEN_KEY)];
+    let s = TestServer::start_with(cfg).await;
+    let sleep = |key: &'static str, n: usize| {
+        let idem = format!("{key}-{n}");
+        let s = &s;
+        async move {
+            let headers = [("X-API-Key", key), ("X-Idempotency-Key", idem.as_str())];
+            s.post_path("/v2/flows/demo.sleep", r#"{"ms":3000}"#, &headers).await
+        }
+    };
+    let mut greedy = Vec::new();
+    for n in 0..5 {
+        greedy.push(sleep(LIMITED_KEY, n).await.status);
+    }
+    assert_eq!(greedy, [200, 200, 503, 503, 503], "the greedy tenant gets its share only");
+    for n in 0..2 {
+        let a = sleep(OPEN_KEY, n).await;
+        assert_eq!(a.status, 200, "the other tenant keeps its share: {}", a.body);
+    }
+    let metrics = s.get("/metrics").await.body;
+    assert!(
+        metrics.lines().any(|l| l.starts_with("oncerpc_tenant_refusals_total")
+            && l.contains(r#"tenant="greedy""#)
+            && l.contains(r#"reason="background""#)
+            && l.ends_with(" 3")),
+        "three refusals counted against the greedy tenant"
+    );
+
+    // An explicit share: the greedy tenant may hold 3 of the 4.
+    let mut cfg = test_config();
+    cfg.limits.max_background = 4;
+    cfg.tenants = vec![Tenant { max_background: Some(3), ..tenant("greedy", LIMITED_KEY) }];
+    let s = TestServer::start_with(cfg).await;
+    let mut statuses = Vec::new();
+    for n in 0..4 {
+        let headers = [("X-API-Key", LIMITED_KEY), ("X-Idempotency-Key", &*format!("share-{n}"))];
+        statuses.push(s.post_path("/v2/flows/demo.sleep", r#"{"ms":3000}"#, &headers).await.status);
+    }
+    assert_eq!(statuses, [200, 200, 200, 503]);
+}
