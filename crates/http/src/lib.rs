@@ -25,6 +25,36 @@
 //!   method's `key_header` names are handed to the engine, which derives keys.
 //!
 //! Every answer of `/rpc` and `/v2/*` carries `X-Correlation-Id`.
+//!
+//! A service with its own method behind `POST /rpc`:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, typed};
+//! use oncerpc_core::protocol::RpcError;
+//! use oncerpc_http::{HttpConfig, router};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let mut registry = Registry::new();
+//! let hello = typed(|_: Context, (name,): (String,)| async move { Ok::<_, RpcError>(format!("hello, {name}")) });
+//! registry.register("hello", MethodSpec::query(), hello).unwrap();
+//! let app = router(Arc::new(Dispatcher::new(registry, DispatcherConfig::default())), HttpConfig::default());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! let addr = listener.local_addr().unwrap();
+//! tokio::spawn(async move { axum::serve(listener, app).await });
+//!
+//! // Any JSON-RPC client will do; here, HTTP/1.1 by hand.
+//! let body = r#"{"jsonrpc":"2.0","method":"hello","params":["world"],"id":1}"#;
+//! let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+//! let head = format!("POST /rpc HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+//! conn.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+//! let mut answer = String::new();
+//! conn.read_to_string(&mut answer).await.unwrap();
+//! assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+//! assert!(answer.ends_with(r#"{"jsonrpc":"2.0","result":"hello, world","id":1}"#), "{answer}");
+//! # });
+//! ```
 
 pub mod auth;
 mod cors;
