@@ -2,10 +2,10 @@
 //!
 //! The HTTP front door (DESIGN §4), on axum/hyper:
 //!
-//! * `POST /rpc` — JSON-RPC over HTTP ([`rpc`]). JSON-RPC errors travel in a `200` body;
+//! * `POST /rpc` — JSON-RPC over HTTP (module `rpc`). JSON-RPC errors travel in a `200` body;
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
-//! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door ([`flows`]).
+//! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
 //! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics`.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
@@ -19,7 +19,7 @@
 //!   are read within `body_timeout` (else `408`) before admission, so waiting for one holds no
 //!   in-flight permit.
 //!
-//! * CORS ([`cors`], `[http] cors_allowed_origins`): off unless origins are configured.
+//! * CORS (module `cors`, `[http] cors_allowed_origins`): off unless origins are configured.
 //! * Webhooks ([`webhook`], DESIGN §15): a signed method's deliveries on the flows door are
 //!   verified over the raw body before anything else (`401` otherwise); the headers a
 //!   method's `key_header` names are handed to the engine, which derives keys.
