@@ -1,7 +1,7 @@
 //! # oncerpc-core
 //!
 //! The transport-independent heart of oncerpc: the [`Registry`] of methods with their
-//! [`MethodSpec`], the policy of DESIGN §2, the idempotency engine of DESIGN §3 over a
+//! [`MethodSpec`], the policy of SPEC §2, the idempotency engine of SPEC §3 over a
 //! [`Store`], and the [`Dispatcher`] that turns a request body into a response body
 //! (batches, deadlines, panic isolation, `rpc.discover`).
 //!

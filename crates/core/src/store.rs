@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::method::BoxFuture;
 
-/// The scope of a record: `(tenant, method, key)` (DESIGN §3).
+/// The scope of a record: `(tenant, method, key)` (SPEC §3).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecordKey {
     pub tenant: Arc<str>,
@@ -168,7 +168,7 @@ impl StoreError {
     }
 }
 
-/// Where an async flow event stands (DESIGN §4, `GET /v2/events/{id}`).
+/// Where an async flow event stands (SPEC §4, `GET /v2/events/{id}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventStatus {
     Processing,

@@ -179,7 +179,7 @@ fn the_checker_finds_each_kind_of_broken_link() {
          [ok file](docs/A.md) [ok anchor](docs/A.md#section-two) [ok local](#good-part) \
          [ok dir](docs) [web](https://example.com/x#y) [mail](mailto:a@example.com)\n\n\
          [missing file](docs/NOPE.md) [missing anchor](docs/A.md#section-three) \
-         [missing local](#bad-part) [outside](../shared/DESIGN.md)\n\n\
+         [missing local](#bad-part) [outside](../outside/NOTES.md)\n\n\
          | table | [in a table](docs/GONE.md) |\n|---|---|\n",
     )
     .unwrap();
@@ -191,7 +191,7 @@ fn the_checker_finds_each_kind_of_broken_link() {
             "README.md: docs/NOPE.md: no such file docs/NOPE.md",
             "README.md: docs/A.md#section-three: no heading #section-three in docs/A.md",
             "README.md: #bad-part: no heading #bad-part in README.md",
-            "README.md: ../shared/DESIGN.md: points outside the repository",
+            "README.md: ../outside/NOTES.md: points outside the repository",
             "README.md: docs/GONE.md: no such file docs/GONE.md",
         ],
         "{broken:#?}"

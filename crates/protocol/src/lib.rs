@@ -1,11 +1,11 @@
 //! # oncerpc-protocol
 //!
-//! JSON-RPC 2.0 on the wire, strictly (DESIGN §1), with no async and no I/O:
+//! JSON-RPC 2.0 on the wire, strictly (SPEC §1), with no async and no I/O:
 //!
 //! * [`parse`] reads a body (single request or batch) in one pass, borrowing from the input;
 //!   ids and params stay `&RawValue` slices so ids are echoed byte for byte.
 //! * [`write_result`] / [`write_error`] serialise responses without re-encoding ids.
-//! * [`ErrorCode`] / [`RpcError`] hold the whole error-code table of DESIGN §8.
+//! * [`ErrorCode`] / [`RpcError`] hold the whole error-code table of SPEC §8.
 //!
 //! ```
 //! use oncerpc_protocol::{Entry, Message, RawValue, parse, write_error, write_result};

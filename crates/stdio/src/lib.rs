@@ -1,6 +1,6 @@
 //! # oncerpc-stdio
 //!
-//! The stdio daemon (DESIGN §5): the same registry, policy and idempotency as the HTTP door,
+//! The stdio daemon (SPEC §5): the same registry, policy and idempotency as the HTTP door,
 //! behind framed JSON-RPC on stdin/stdout ([`framing`]).
 //!
 //! * Only protocol frames are written to the output; logs go to stderr.
