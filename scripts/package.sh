@@ -41,8 +41,9 @@ mkdir -p "$OUT/completions"
 "$BIN" completions zsh > "$OUT/completions/_oncerpc"
 "$BIN" completions fish > "$OUT/completions/oncerpc.fish"
 
-# Only the dist profile strips its own binary; a dev binary is stripped into the package.
-STRIP=--strip
-[ "$PROFILE" = dist ] && STRIP=--no-strip
-echo "== cargo deb --profile $PROFILE" >&2
-cargo deb --package oncerpc --no-build --profile "$PROFILE" "$STRIP" --output "$TARGET_DIR/debian/" | tail -n 1
+# The dist profile strips its own binary and is compressed hard; any other (CI's dev binary)
+# is stripped into the package and compressed fast.
+FLAGS=(--strip --fast)
+[ "$PROFILE" = dist ] && FLAGS=(--no-strip)
+echo "== cargo deb --profile $PROFILE ${FLAGS[*]}" >&2
+cargo deb --package oncerpc --no-build --profile "$PROFILE" "${FLAGS[@]}" --output "$TARGET_DIR/debian/" | tail -n 1
