@@ -6,7 +6,8 @@
 # Usage: ./scripts/package.sh [--profile PROFILE] [--no-build]
 #   --profile dist (the default): the lean release binary (LTO, stripped; a few minutes)
 #   --profile dev --no-build: package the binary `cargo test` already built (what CI does)
-# Installs cargo-deb (`cargo install --locked cargo-deb`) when it is missing.
+# Installs cargo-deb 3.8.0 (`cargo install --locked cargo-deb@3.8.0`) when it is missing: pinned,
+# because cargo-deb warns that packaging a dev-profile binary (as CI does) will become an error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +23,7 @@ done
 
 if ! cargo deb --version >/dev/null 2>&1; then
   echo "== installing cargo-deb" >&2
-  cargo install --locked cargo-deb@3 >&2
+  cargo install --locked cargo-deb@3.8.0 >&2
 fi
 
 TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
