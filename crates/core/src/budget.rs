@@ -1,4 +1,4 @@
-//! The background budget (`limits.max_background`, DESIGN §12): keyed executions and async
+//! The background budget (`limits.max_background`, SPEC §12): keyed executions and async
 //! events running at once, including those whose client left, and each tenant's share of it.
 //!
 //! A place is taken before anything is claimed, and refused at once (`-32007`, no queueing),

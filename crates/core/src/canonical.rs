@@ -1,4 +1,4 @@
-//! The canonical form of JSON text behind every fingerprint (DESIGN §3): one iterative pass
+//! The canonical form of JSON text behind every fingerprint (SPEC §3): one iterative pass
 //! over the raw text that sorts members, unescapes strings and writes every number by its exact
 //! decimal value — see [`Walker`] for the form and why it is hand-written — plus
 //! [`without_members`], which cuts members out of a text without touching any other byte.

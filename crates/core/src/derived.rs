@@ -1,9 +1,9 @@
-//! Webhooks (DESIGN §15): idempotency keys derived from the payload or a header, and
+//! Webhooks (SPEC §15): idempotency keys derived from the payload or a header, and
 //! fingerprints over a chosen subset of the params. The one place these rules live.
 //!
 //! * A derived key is the value at `key_from` (a JSON pointer into the params) or of the
 //!   `key_header` header. A string is used as it is; a number, object or array by its
-//!   canonical JSON text. A value that breaks the key format (DESIGN §3) is not refused but
+//!   canonical JSON text. A value that breaks the key format (SPEC §3) is not refused but
 //!   hashed: `sha256-` + the first 57 hex digits of SHA-256 of the value (64 characters).
 //! * An explicit key (params or header) wins only when it equals the derived key;
 //!   otherwise `-32602`.

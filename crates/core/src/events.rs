@@ -1,4 +1,4 @@
-//! Async executions (DESIGN §4, `POST /v2/flows/{flow}` without `sync=true`).
+//! Async executions (SPEC §4, `POST /v2/flows/{flow}` without `sync=true`).
 //!
 //! An async execution is always guarded by an idempotency record (the client's key, or a
 //! synthetic `evt-…` key), and its [`Event`] is written to the store *before* the caller is
@@ -36,7 +36,7 @@ pub struct Submitted {
     pub status: IdempotencyStatus,
     /// The client gave no key: `key` was generated for this call.
     pub synthetic_key: bool,
-    /// Where the key came from (DESIGN §15).
+    /// Where the key came from (SPEC §15).
     pub key_origin: crate::KeyOrigin,
 }
 

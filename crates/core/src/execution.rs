@@ -1,4 +1,4 @@
-//! A keyed execution from its claim to its stored outcome (DESIGN §3), shared by the sync
+//! A keyed execution from its claim to its stored outcome (SPEC §3), shared by the sync
 //! doors (`/rpc`, `?sync=true`, stdio) and async events.
 //!
 //! What holds while the process lives:
@@ -54,7 +54,7 @@ pub(crate) enum Acquired {
 pub(crate) enum Settled {
     /// The outcome is stored under the owner's token.
     Stored,
-    /// The handler refused its params: the record was released (DESIGN §3, no record).
+    /// The handler refused its params: the record was released (SPEC §3, no record).
     Released,
     /// Another execution owns the record now; its stored outcome, when it has one.
     Fenced(Option<StoredOutcome>),
@@ -361,7 +361,7 @@ impl Executions {
         early: impl FnOnce(&Outcome, &Settled),
     ) -> Settled {
         if matches!(outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
-            // Rejected by the handler's own params check: no record (DESIGN §3).
+            // Rejected by the handler's own params check: no record (SPEC §3).
             if let Err(e) = self.store.release(key, token).await {
                 tracing::error!(error = %e, "could not release the claim of a rejected command (it lapses with its lease)");
             }
@@ -561,7 +561,7 @@ pub fn lease_margin(timeout: Duration) -> Duration {
 }
 
 /// The error a request gets when the record belongs to another running execution.
-/// The retry hint of a concurrent duplicate (DESIGN §3): as long as the running execution has
+/// The retry hint of a concurrent duplicate (SPEC §3): as long as the running execution has
 /// been running so far — known exactly when it runs in this process, else estimated from the
 /// store's lease as the time since the owner's claim or last heartbeat — at least 50 ms and at
 /// most the lease left. A client that honours it retries about when a job like this one ends,

@@ -1,4 +1,4 @@
-//! Idempotency rules of DESIGN §3 that do not touch a store: where the key comes from, what
+//! Idempotency rules of SPEC §3 that do not touch a store: where the key comes from, what
 //! a valid key is, the mode, and the fingerprint of params.
 
 use std::sync::Arc;
@@ -60,7 +60,7 @@ pub const MSG_KEY_REQUIRED: &str = "idempotency_key is required for commands";
 pub const MSG_KEY_CONFLICT: &str =
     "invalid idempotency key: params.idempotency_key and the idempotency key header differ";
 
-/// DESIGN §3 key format: 3–128 characters of `A–Z a–z 0–9 - _ .`.
+/// SPEC §3 key format: 3–128 characters of `A–Z a–z 0–9 - _ .`.
 pub fn validate_key(key: &str) -> Result<(), RpcError> {
     if !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
         return Err(RpcError::invalid_params(MSG_INVALID_CHARS));

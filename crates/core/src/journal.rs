@@ -1,4 +1,4 @@
-//! The step journal of one owned execution (DESIGN §14), as a handler made of steps sees it.
+//! The step journal of one owned execution (SPEC §14), as a handler made of steps sees it.
 //!
 //! The dispatcher hands a keyed execution's handler a [`StepJournal`] in
 //! [`Context::journal`](crate::Context): the outputs its record already holds (a take-over of

@@ -1,29 +1,43 @@
 //! # oncerpc-core
 //!
 //! The transport-independent heart of oncerpc: the [`Registry`] of methods with their
-//! [`MethodSpec`], the policy of DESIGN §2, the idempotency engine of DESIGN §3 over a
+//! [`MethodSpec`], the policy of SPEC §2, the idempotency engine of SPEC §3 over a
 //! [`Store`], and the [`Dispatcher`] that turns a request body into a response body
 //! (batches, deadlines, panic isolation, `rpc.discover`).
 //!
+//! A service embedding oncerpc with a handler of its own: a command, so a retried call runs it
+//! once and is answered the stored outcome.
+//!
 //! ```
-//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, RequestMeta, typed};
-//! use oncerpc_core::protocol::RpcError;
+//! use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, IdempotencyStatus, MethodSpec, Registry, RequestMeta, typed};
+//! use oncerpc_core::protocol::{ErrorCode, RpcError};
+//! use serde::Deserialize;
+//!
+//! #[derive(Deserialize)]
+//! struct Charge { cents: u64 }
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let charged = Arc::new(AtomicU64::new(0)); // the side effect
+//! let ledger = charged.clone();
+//! let charge = typed(move |_ctx: Context, p: Charge| {
+//!     let ledger = ledger.clone();
+//!     async move {
+//!         if p.cents == 0 { return Err(RpcError::with_message(ErrorCode::InvalidParams, "cents must be > 0")); }
+//!         Ok(serde_json::json!({ "total": ledger.fetch_add(p.cents, Ordering::SeqCst) + p.cents }))
+//!     }
+//! });
 //! let mut registry = Registry::new();
-//! registry
-//!     .register(
-//!         "add",
-//!         MethodSpec::query(),
-//!         typed(|_ctx: Context, (a, b): (i64, i64)| async move { Ok::<_, RpcError>(a + b) }),
-//!     )
-//!     .unwrap();
-//! // Commands' idempotency records go to an in-memory store unless `with_store` says otherwise.
-//! let dispatcher = Dispatcher::new(registry, DispatcherConfig::default());
-//! let reply = dispatcher
-//!     .handle(br#"{"jsonrpc":"2.0","method":"add","params":[1,2],"id":1.0}"#, &RequestMeta::default())
-//!     .await;
-//! assert_eq!(reply.body.unwrap(), br#"{"jsonrpc":"2.0","result":3,"id":1.0}"#);
+//! registry.register("payments.charge", MethodSpec::command(), charge).unwrap();
+//! let dispatcher = Dispatcher::new(registry, DispatcherConfig::default()); // in-memory records
+//!
+//! let call = br#"{"jsonrpc":"2.0","method":"payments.charge","params":{"cents":500,"idempotency_key":"order-1"},"id":7}"#;
+//! let first = dispatcher.handle(call, &RequestMeta::default()).await;
+//! let retry = dispatcher.handle(call, &RequestMeta::default()).await; // the client timed out and retried
+//! assert_eq!(first.body.as_deref(), Some(&br#"{"jsonrpc":"2.0","result":{"total":500},"id":7}"#[..]));
+//! assert_eq!(retry.body, first.body); // the stored outcome, byte for byte
+//! assert_eq!(retry.idempotency.unwrap().status, IdempotencyStatus::Duplicate);
+//! assert_eq!(charged.load(Ordering::SeqCst), 500); // charged once
 //! # });
 //! ```
 

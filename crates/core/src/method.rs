@@ -32,7 +32,7 @@ impl Kind {
     }
 }
 
-/// How an idempotent execution was classified (DESIGN §3).
+/// How an idempotent execution was classified (SPEC §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum IdempotencyStatus {
     New = 0,
@@ -53,7 +53,7 @@ impl IdempotencyStatus {
 /// What a handler is told about the request it serves.
 #[derive(Debug, Clone)]
 pub struct Context {
-    /// The request id's text, or a generated id for notifications (DESIGN §7).
+    /// The request id's text, or a generated id for notifications (SPEC §7).
     pub correlation_id: Arc<str>,
     /// The method being called.
     pub method: Arc<str>,
@@ -65,7 +65,7 @@ pub struct Context {
     pub idempotency_status: Option<IdempotencyStatus>,
     /// For flows: the step whose output is the result (`?return_step=` on the flows door).
     pub return_step: Option<Arc<str>>,
-    /// The step journal of a keyed execution (DESIGN §14): the steps an earlier owner
+    /// The step journal of a keyed execution (SPEC §14): the steps an earlier owner
     /// finished, and where to store each new one. `None` without a key.
     pub journal: Option<crate::journal::StepJournal>,
 }
@@ -76,7 +76,7 @@ pub trait Handler: Send + Sync + 'static {
     fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult>;
 }
 
-/// Registration data of a method (DESIGN §2).
+/// Registration data of a method (SPEC §2).
 #[derive(Debug, Clone)]
 pub struct MethodSpec {
     pub kind: Kind,
@@ -84,10 +84,10 @@ pub struct MethodSpec {
     pub params_schema: Option<serde_json::Value>,
     pub timeout: Duration,
     pub description: Option<String>,
-    /// Webhooks (DESIGN §15): where the idempotency key comes from when the request brings
+    /// Webhooks (SPEC §15): where the idempotency key comes from when the request brings
     /// none. Commands only.
     pub key_from: Option<KeySource>,
-    /// Webhooks (DESIGN §15): JSON pointers into the params; when set, only their values form
+    /// Webhooks (SPEC §15): JSON pointers into the params; when set, only their values form
     /// the fingerprint. Commands only.
     pub fingerprint_from: Option<Vec<String>>,
     /// Served only to requests whose signature the front door verified (the flows door of a
@@ -95,7 +95,7 @@ pub struct MethodSpec {
     pub signed: bool,
 }
 
-/// Where a derived idempotency key is read (DESIGN §15).
+/// Where a derived idempotency key is read (SPEC §15).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
     /// A JSON pointer (RFC 6901) into the params (`key_from = "/id"`).
@@ -104,7 +104,7 @@ pub enum KeySource {
     Header(String),
 }
 
-/// The default handler deadline (DESIGN §2).
+/// The default handler deadline (SPEC §2).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl MethodSpec {

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN §7), one registry per dispatcher so that several servers in one
+//! Prometheus metrics (SPEC §7), one registry per dispatcher so that several servers in one
 //! process (tests, embedders) never mix their counts.
 
 use std::sync::OnceLock;

@@ -1,4 +1,4 @@
-//! `rpc.discover`: an OpenRPC 1.3 document generated from the registry (DESIGN §2.5).
+//! `rpc.discover`: an OpenRPC 1.3 document generated from the registry (SPEC §2.5).
 
 use serde_json::{Value, json};
 

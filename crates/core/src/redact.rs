@@ -1,6 +1,6 @@
 //! What may be printed of untrusted or secret text: store URLs without their password
-//! (DESIGN §12), logged values with control characters escaped and method names bounded
-//! (DESIGN §7).
+//! (SPEC §12), logged values with control characters escaped and method names bounded
+//! (SPEC §7).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -49,7 +49,7 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
     if changed { Cow::Owned(out) } else { Cow::Borrowed(url) }
 }
 
-/// Longest logged method name, in characters (DESIGN §7).
+/// Longest logged method name, in characters (SPEC §7).
 pub const LOG_MAX_CHARS: usize = 128;
 
 /// Displays untrusted text for a log line: at most [`LOG_MAX_CHARS`] characters (then `…`),

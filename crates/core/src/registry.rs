@@ -118,7 +118,7 @@ impl Registry {
     }
 }
 
-/// DESIGN §15: derived keys and fingerprint subsets belong to commands; pointers must be JSON
+/// SPEC §15: derived keys and fingerprint subsets belong to commands; pointers must be JSON
 /// pointers and header names header names (kept in lower case).
 fn check_webhook_rules(spec: &mut MethodSpec) -> Result<(), String> {
     let derived = spec.key_from.is_some() || spec.fingerprint_from.is_some();

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::method::BoxFuture;
 
-/// The scope of a record: `(tenant, method, key)` (DESIGN §3).
+/// The scope of a record: `(tenant, method, key)` (SPEC §3).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RecordKey {
     pub tenant: Arc<str>,
@@ -170,7 +170,7 @@ impl StoreError {
     }
 }
 
-/// Where an async flow event stands (DESIGN §4, `GET /v2/events/{id}`).
+/// Where an async flow event stands (SPEC §4, `GET /v2/events/{id}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventStatus {
     Processing,

@@ -1,5 +1,5 @@
 //! A batch runs its waiting entries concurrently up to `batch.max_concurrency`, answers at once
-//! the entries that cannot block, and keeps the answers in request order (DESIGN §1).
+//! the entries that cannot block, and keeps the answers in request order (SPEC §1).
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Property tests of the params fingerprint (DESIGN §3, issue "fingerprints compare f64s"):
+//! Property tests of the params fingerprint (SPEC §3, issue "fingerprints compare f64s"):
 //!
 //! (a) every spelling of one decimal value — the significand scaled by 10^k with the exponent
 //!     adjusted, trailing zeros, leading zeros in the fraction or the exponent, `e`/`E`, `+` —

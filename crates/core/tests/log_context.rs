@@ -1,4 +1,4 @@
-//! Every line a request causes carries its correlation id (DESIGN §7): the access line by
+//! Every line a request causes carries its correlation id (SPEC §7): the access line by
 //! itself, the lines an execution logs through the span opened where the execution starts.
 //! Duplicates answered from what the process knows open no span and log one line.
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! The TOML configuration of DESIGN §11. Unknown keys are errors that name the key; every
+//! The TOML configuration of SPEC §11. Unknown keys are errors that name the key; every
 //! default is written here once and documented in docs/CONFIG.md.
 
 use std::net::SocketAddr;
@@ -270,7 +270,7 @@ fn default_shutdown_grace() -> u64 {
     30_000
 }
 
-/// `[upstream]`: how flow steps talk to their upstreams (DESIGN §12).
+/// `[upstream]`: how flow steps talk to their upstreams (SPEC §12).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
@@ -329,7 +329,7 @@ fn default_in_flight() -> usize {
 pub struct Tenant {
     pub name: String,
     pub api_keys: Vec<String>,
-    /// Sustained requests per second (token bucket, DESIGN §12); absent = unlimited.
+    /// Sustained requests per second (token bucket, SPEC §12); absent = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_sec: Option<f64>,
     /// Requests allowed at once above the rate; default `ceil(rate_per_sec)`.
@@ -359,7 +359,7 @@ pub struct MethodConfig {
     pub description: Option<String>,
     #[serde(default)]
     pub steps: Vec<StepConfig>,
-    /// Webhooks (DESIGN §15, [`crate::webhooks`]): the key from a JSON pointer into the params…
+    /// Webhooks (SPEC §15, [`crate::webhooks`]): the key from a JSON pointer into the params…
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_from: Option<String>,
     /// … or from a request header.
@@ -476,7 +476,7 @@ impl Config {
         self.demo.unwrap_or(self.mode != Mode::Production && self.methods.is_empty())
     }
 
-    /// DESIGN §12: what production mode refuses at start.
+    /// SPEC §12: what production mode refuses at start.
     fn validate_production(&self) -> Result<(), ConfigError> {
         if self.mode != Mode::Production {
             return Ok(());
@@ -680,7 +680,7 @@ impl Config {
         Ok(())
     }
 
-    /// DESIGN §3: a lease outlives the method's timeout, with a margin (a tenth of the
+    /// SPEC §3: a lease outlives the method's timeout, with a margin (a tenth of the
     /// timeout, at least a second) for claiming and recording around the execution.
     fn check_lease(&self, timeout_ms: u64, whose: &str) -> Result<(), ConfigError> {
         let margin =

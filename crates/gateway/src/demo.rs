@@ -1,4 +1,4 @@
-//! The demo methods of DESIGN §10, registered by `oncerpc serve` on its embedded default so a
+//! The demo methods of SPEC §10, registered by `oncerpc serve` on its embedded default so a
 //! newcomer can see every behaviour with curl.
 
 use std::collections::HashMap;

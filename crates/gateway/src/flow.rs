@@ -1,4 +1,4 @@
-//! Flows (DESIGN §6): a configured method whose execution is a list of upstream HTTP steps.
+//! Flows (SPEC §6): a configured method whose execution is a list of upstream HTTP steps.
 //!
 //! Step 1 is `POST`ed the params (without oncerpc's reserved members); each next step is
 //! `POST`ed the previous step's JSON output. The result is the last step's output, or the
@@ -6,7 +6,7 @@
 //! refused connection, an answer larger than `[upstream] max_response_bytes` or one that is not
 //! JSON fails the execution with `-32006 Upstream failed` (the method's deadline gives
 //! `-32005`). In production mode `error.data` keeps only `step` and `status`; the details go
-//! to the log (DESIGN §12).
+//! to the log (SPEC §12).
 //!
 //! Every upstream call carries `X-Correlation-Id` and, for keyed executions, an
 //! `X-Idempotency-Key` derived from (tenant, method, key, step) — see [`upstream_key`] — so

@@ -70,7 +70,7 @@ impl App {
         http_tenants(&config).map_err(ConfigError::Invalid)?;
         // Likewise the webhook verifiers (schemes, secrets, tenants), which the router builds.
         webhooks::webhooks(&config)?;
-        // DESIGN §3: a lease always outlives the method's timeout, with a margin.
+        // SPEC §3: a lease always outlives the method's timeout, with a margin.
         let lease = Duration::from_millis(config.store.lease_ms);
         if let Some(max) = registry.max_timeout()
             && lease < max + oncerpc_core::lease_margin(max)
@@ -117,7 +117,7 @@ impl App {
     /// The HTTP router of this app.
     pub fn router(&self) -> axum_router::Router {
         let cfg = &self.config;
-        // The tenants' own limiters (DESIGN §12) are built here, once per router.
+        // The tenants' own limiters (SPEC §12) are built here, once per router.
         let tenants = http_tenants(cfg).expect("tenants were checked when the app was built");
         let flow_steps = cfg
             .methods
@@ -199,7 +199,7 @@ impl App {
     }
 }
 
-/// Each tenant's share of `limits.max_background` (DESIGN §12: one tenant cannot starve the
+/// Each tenant's share of `limits.max_background` (SPEC §12: one tenant cannot starve the
 /// others): its own `max_background`, else an equal share of the pool, rounded up. Without
 /// tenants, the one open tenant has the whole pool.
 fn tenant_background(cfg: &Config) -> std::collections::HashMap<Arc<str>, usize> {

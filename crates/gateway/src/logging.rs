@@ -1,4 +1,4 @@
-//! The process's log output (DESIGN §7): tracing's fmt layer (text or JSON lines) on stderr,
+//! The process's log output (SPEC §7): tracing's fmt layer (text or JSON lines) on stderr,
 //! written off the request path. A request only copies its formatted line into a bounded
 //! queue; a writer thread of its own drains the queue every few milliseconds in one write.
 //! When the queue is full (the sink cannot keep up: a full pipe, a slow terminal, a stalled

@@ -1,9 +1,9 @@
-//! `oncerpc`: the command line (DESIGN §11).
+//! `oncerpc`: the command line (docs/SPEC.md, "Command line").
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// mimalloc instead of glibc malloc: the request path allocates small, short-lived buffers,
 /// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
@@ -35,6 +35,16 @@ enum Command {
         /// The TOML file to check.
         file: PathBuf,
     },
+    /// Print a shell completion script on stdout, e.g.
+    /// `oncerpc completions bash > /etc/bash_completion.d/oncerpc`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff, generated from this command line) on stdout.
+    #[command(hide = true)]
+    Manpage,
 }
 
 #[derive(clap::Args)]
@@ -121,6 +131,24 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve(args),
         Command::Stdio(args) => stdio(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "oncerpc", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Manpage => manpage(),
+    }
+}
+
+/// The man page, rendered by clap_mangen from the same definition clap parses with, so the
+/// two cannot drift apart. The hidden `manpage` subcommand itself is not listed.
+fn manpage() -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match clap_mangen::Man::new(Cli::command()).render(&mut out) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("oncerpc: writing the man page failed: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! Step retries by policy (DESIGN §14): which failures another attempt may cure, and how
+//! Step retries by policy (SPEC §14): which failures another attempt may cure, and how
 //! long to wait before it.
 //!
 //! Transient: no connection (refused, reset, DNS), the attempt's own `timeout_ms`, and the

@@ -1,4 +1,4 @@
-//! Secrets from the environment (DESIGN §13): any string value of the config file may be
+//! Secrets from the environment (SPEC §13): any string value of the config file may be
 //! `"${NAME}"`, replaced by the environment variable `NAME` when the file is read. A missing
 //! variable is a config error naming it and the key. `"$${NAME}"` is the literal text
 //! `${NAME}`. Which keys came from the environment is remembered, so that `check-config`

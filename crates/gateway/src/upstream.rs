@@ -1,4 +1,4 @@
-//! The HTTP client every flow step shares (DESIGN §12, §13): one connection pool, redirects
+//! The HTTP client every flow step shares (SPEC §12, §13): one connection pool, redirects
 //! off unless asked for, and `https://` with rustls (ring provider): the platform's roots plus
 //! `[upstream] ca_file`, and a client certificate for upstreams that require mTLS.
 //!

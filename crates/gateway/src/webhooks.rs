@@ -1,4 +1,4 @@
-//! The webhook keys of a `[[methods]]` entry (DESIGN §15): `key_from` / `key_header`,
+//! The webhook keys of a `[[methods]]` entry (SPEC §15): `key_from` / `key_header`,
 //! `fingerprint_from`, `verify = { scheme, secret, tolerance_secs }` and `tenant`. Parsed
 //! here, checked by the code that will use them (core's registry for pointers and header
 //! names, `oncerpc_http::Verifier` for schemes and secrets), so the rules live once.

@@ -1,4 +1,4 @@
-//! The access log with the default configuration (DESIGN §7, issue "defaults"), against the
+//! The access log with the default configuration (SPEC §7, issue "defaults"), against the
 //! real binary: one line per HTTP request (a batch: one line with its size and error count),
 //! written off the request path by a bounded writer that drops lines, and counts them, when
 //! its sink cannot keep up — requests never wait for the log.

@@ -279,7 +279,7 @@ async fn log_format_json_makes_every_stderr_line_a_json_object() {
     let text = |v: &Value| v.to_string();
     assert!(objects.iter().any(|o| text(o).contains("listening on")), "{lines:#?}");
 
-    // DESIGN §7: the request's line is structured — method, kind, tenant, duration, outcome —
+    // SPEC §7: the request's line is structured — method, kind, tenant, duration, outcome —
     // and carries the correlation id (the request id's text).
     let field = |o: &Value, name: &str| -> Value {
         o.pointer(&format!("/span/{name}"))
@@ -407,7 +407,7 @@ fn check_config_ttl_not_far_above_the_lease_is_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// production mode (DESIGN §12)
+// production mode (SPEC §12)
 
 fn refused(out: &Output, names: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -520,7 +520,7 @@ fn store_passwords_are_never_printed() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// logs that cannot be forged (DESIGN §7)
+// logs that cannot be forged (SPEC §7)
 
 #[tokio::test]
 async fn logged_method_names_are_escaped_and_bounded_one_line_per_request() {

@@ -1,4 +1,4 @@
-//! The edge (DESIGN §12): header, body and idle timeouts and the connection limit, against
+//! The edge (SPEC §12): header, body and idle timeouts and the connection limit, against
 //! the real server on a loopback port, with raw TCP clients.
 
 mod common;

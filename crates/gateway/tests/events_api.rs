@@ -1,4 +1,4 @@
-//! Events you can operate (DESIGN §14, issue 14 part 3): `GET /v2/events` (tenant-scoped,
+//! Events you can operate (SPEC §14, issue 14 part 3): `GET /v2/events` (tenant-scoped,
 //! filtered, newest first, cursor pagination) and `POST /v2/events/{id}/retry` (re-drive a
 //! failed event under the same id), against a real oncerpc server and a real upstream on
 //! loopback.

@@ -1,4 +1,4 @@
-//! DESIGN §3 over HTTP against a real server: exactly-once commands, processing, replay,
+//! SPEC §3 over HTTP against a real server: exactly-once commands, processing, replay,
 //! force retry, validation leaving no record, fail-closed store, production mode.
 
 mod common;
@@ -346,7 +346,7 @@ async fn store_failure_fails_closed_queries_keep_working_and_service_recovers() 
     assert_eq!(q["result"], 3, "queries do not touch the store");
     let health = s.get("/healthz").await;
     assert_eq!(health.status, 503);
-    // DESIGN §12: the store's error text goes to the log, never to the client.
+    // SPEC §12: the store's error text goes to the log, never to the client.
     assert_eq!(health.json(), json!({"status": "degraded", "store": "memory"}), "{}", health.body);
     assert!(!health.body.contains("refused") && !health.body.contains("error"), "{}", health.body);
     let metrics = s.get("/metrics").await.body;

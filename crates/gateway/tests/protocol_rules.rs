@@ -1,4 +1,4 @@
-//! DESIGN §1 (protocol, batches) and §2 (registry and policy), one rule per test, against a
+//! SPEC §1 (protocol, batches) and §2 (registry and policy), one rule per test, against a
 //! real server over HTTP. Ids are checked on the raw response text, never on parsed numbers:
 //! the rule is that they come back byte for byte.
 
@@ -229,7 +229,7 @@ async fn ids_in_a_batch_are_echoed_byte_for_byte() {
     assert_eq!(a.json(), serde_json::from_str::<Value>(expected).unwrap());
 }
 
-/// A replayed command (DESIGN §3 returns the stored outcome) still answers with the id of the
+/// A replayed command (SPEC §3 returns the stored outcome) still answers with the id of the
 /// request being answered, byte for byte — not the id of the first execution.
 #[tokio::test]
 async fn replayed_command_echoes_the_new_requests_id_byte_for_byte() {
@@ -806,7 +806,7 @@ async fn allowed_notification_is_executed() {
     let (s, ticks) = custom_server().await;
     let a = s.post(r#"{"jsonrpc":"2.0","method":"test.tick"}"#).await;
     assert_no_content(&a);
-    // DESIGN does not say whether the 204 waits for the execution: poll (bounded) for it.
+    // SPEC does not say whether the 204 waits for the execution: poll (bounded) for it.
     for _ in 0..500 {
         if ticks.load(Ordering::SeqCst) > 0 {
             break;

@@ -1,4 +1,4 @@
-//! Many replicas sharing one store (Redis, PostgreSQL): every guarantee of DESIGN §3 across
+//! Many replicas sharing one store (Redis, PostgreSQL): every guarantee of SPEC §3 across
 //! real `oncerpc serve` processes, take-over after `kill -9`, and store outage and recovery.
 //!
 //! The servers come from `ONCERPC_TEST_REDIS_URL` / `ONCERPC_TEST_POSTGRES_URL`

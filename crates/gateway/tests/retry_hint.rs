@@ -1,4 +1,4 @@
-//! The retry hint of a concurrent duplicate (DESIGN §3, issue "defaults"): `retry_after_ms`
+//! The retry hint of a concurrent duplicate (SPEC §3, issue "defaults"): `retry_after_ms`
 //! is as long as the running execution has been running (at least 50 ms, at most the lease
 //! left), not the lease left, and HTTP answers carry it as `Retry-After`. Every `503` says
 //! `Retry-After: 1`.

@@ -1,4 +1,4 @@
-//! Secrets from the environment (DESIGN §13, item 5): `"${NAME}"` anywhere a string goes,
+//! Secrets from the environment (SPEC §13, item 5): `"${NAME}"` anywhere a string goes,
 //! against the real binary: the value is used, `check-config` shows `${NAME}` and never the
 //! value, and a missing variable is an error naming it and the key.
 

@@ -3,10 +3,10 @@
 //! whitespace included — to a real server over HTTP, and compared with the specification's
 //! expected response parsed as JSON.
 //!
-//! With the demo registry (DESIGN §10) the specification's answers and DESIGN's coincide: the
+//! With the demo registry (SPEC §10) the specification's answers and oncerpc's coincide: the
 //! demo registers the spec's example methods (`subtract`, `sum`, `get_data`, and the
 //! notifications `update`, `notify_hello`, `notify_sum`) with `notification_allowed = true` on
-//! exactly the methods the spec sends notifications to, so DESIGN's fail-fast notification policy
+//! exactly the methods the spec sends notifications to, so oncerpc's fail-fast notification policy
 //! (§2.3) never triggers here. The one place where they differ is shown at the end of this file
 //! (`design_differs_from_spec_for_notification_to_query`).
 //!
@@ -114,7 +114,7 @@ async fn notification_update() {
 
 #[tokio::test]
 async fn notification_foobar() {
-    // `foobar` does not exist: an unknown-method notification is dropped (DESIGN §2.1).
+    // `foobar` does not exist: an unknown-method notification is dropped (SPEC §2.1).
     assert_spec_no_response(r#"{"jsonrpc": "2.0", "method": "foobar"}"#).await;
 }
 
@@ -212,7 +212,7 @@ async fn invalid_batch_1_2_3() {
 
 #[tokio::test]
 async fn mixed_batch() {
-    // The spec notes that a batch's responses may come back in any order; DESIGN §1 is stricter
+    // The spec notes that a batch's responses may come back in any order; SPEC §1 is stricter
     // (request order, notifications leaving no slot), and the spec's own listing is in request
     // order, so an exact comparison checks both.
     assert_spec_example(
@@ -249,9 +249,9 @@ async fn batch_all_notifications() {
     .await;
 }
 
-// --- where DESIGN's policy differs from the specification ---
+// --- where oncerpc's policy differs from the specification ---
 
-/// The specification says a notification is never answered. DESIGN §2.3 fails fast instead: a
+/// The specification says a notification is never answered. SPEC §2.3 fails fast instead: a
 /// notification to a known method that does not allow notifications (the default, queries
 /// included) is answered with `-32600` and `id: null`, so that a client that forgot the id
 /// learns about it instead of silently getting nothing. `sum` is a query without
@@ -260,7 +260,7 @@ async fn batch_all_notifications() {
 async fn design_differs_from_spec_for_notification_to_query() {
     let s = TestServer::start().await;
     let answer = s.post(r#"{"jsonrpc": "2.0", "method": "sum", "params": [1,2,4]}"#).await;
-    assert_eq!(answer.status, 200, "DESIGN answers instead of the spec's silence: {}", answer.body);
+    assert_eq!(answer.status, 200, "oncerpc answers instead of the spec's silence: {}", answer.body);
     let v = answer.json();
     assert_eq!(v["jsonrpc"], "2.0");
     assert_eq!(v["error"]["code"], -32600);

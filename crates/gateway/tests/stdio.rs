@@ -201,7 +201,7 @@ async fn sigterm_finishes_the_request_in_hand_flushes_and_exits_0() {
 #[test]
 fn lsp_dollar_notifications_are_ignored_without_a_warning() {
     // LSP: a `$/` notification the server does not implement is ignored; a `$/` request is
-    // answered -32601. Other unknown notifications keep their warning (DESIGN §2).
+    // answered -32601. Other unknown notifications keep their warning (SPEC §2).
     let input = [
         cl(r#"{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}"#),
         cl(r#"{"jsonrpc":"2.0","method":"$/setTrace","params":{"value":"off"}}"#),

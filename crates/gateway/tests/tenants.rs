@@ -1,4 +1,4 @@
-//! Per-tenant limits (DESIGN §12, issue 10): `rate_per_sec`/`burst` (token bucket, `429` +
+//! Per-tenant limits (SPEC §12, issue 10): `rate_per_sec`/`burst` (token bucket, `429` +
 //! `Retry-After`, `-32008` on `/rpc`) and `max_in_flight` (`503`, `-32007`), so one tenant
 //! cannot starve another. The rate attack runs against the real `oncerpc` binary on loopback
 //! (issue "hold the edge"); the other tests against an in-process server.

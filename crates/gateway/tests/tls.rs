@@ -1,4 +1,4 @@
-//! TLS (DESIGN §13) against the real `oncerpc` binary, with certificates the tests make
+//! TLS (SPEC §13) against the real `oncerpc` binary, with certificates the tests make
 //! (a private CA, a server certificate, an expired one, one for another name, one from an
 //! unknown CA, a client certificate):
 //! - flow steps over `https://`, verified through `[upstream] ca_file`; an mTLS upstream that

@@ -1,4 +1,4 @@
-//! Upstream hygiene (DESIGN §12): a step's answer is read up to `[upstream]
+//! Upstream hygiene (SPEC §12): a step's answer is read up to `[upstream]
 //! max_response_bytes`, redirects are not followed unless `follow_redirects = true`, and in
 //! production mode a failed step's `error.data` keeps only `step` and `status`.
 //!

@@ -1,4 +1,4 @@
-//! Webhooks (DESIGN §15, issue 15) against the real `oncerpc` binary on loopback: keys and
+//! Webhooks (SPEC §15, issue 15) against the real `oncerpc` binary on loopback: keys and
 //! fingerprints taken from the payload, and signatures made by the providers' own libraries
 //! (`tests/clients/webhook_sign.py`: PyPI `standardwebhooks` and `stripe`; GitHub's documented
 //! example and algorithm). Every upstream call is counted, so "nothing ran" is checked, not

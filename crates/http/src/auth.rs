@@ -1,4 +1,4 @@
-//! Tenants and API keys (DESIGN §4): plaintext or `sha256:` keys, compared in constant time.
+//! Tenants and API keys (SPEC §4): plaintext or `sha256:` keys, compared in constant time.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -19,7 +19,7 @@ pub struct Tenants {
     limiters: HashMap<Arc<str>, Arc<TenantLimiter>>,
 }
 
-/// A tenant's own limits (DESIGN §12): all absent = only the global limits apply.
+/// A tenant's own limits (SPEC §12): all absent = only the global limits apply.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TenantLimits {
     /// Sustained requests per second (token bucket); `None` = unlimited.

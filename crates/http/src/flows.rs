@@ -1,4 +1,4 @@
-//! The REST door (DESIGN §4, §14): `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}`,
+//! The REST door (SPEC §4, §14): `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}`,
 //! `GET /v2/events` (the tenant's events, filtered, a page at a time) and
 //! `POST /v2/events/{event_id}/retry` (re-drive a failed event).
 //!
@@ -63,7 +63,7 @@ pub(crate) async fn flow(
     body: Body,
 ) -> Response {
     // The body first (bounded by max_body_bytes and body_timeout_ms): waiting for it holds no
-    // in-flight permit (DESIGN §12).
+    // in-flight permit (SPEC §12).
     let body_cid = oncerpc_core::generated_id();
     let too_large = |limit: usize| {
         plain_error(
@@ -84,7 +84,7 @@ pub(crate) async fn flow(
         Err(resp) => return resp,
     };
     // A signed method's signature first, over the raw bytes, before anything is parsed or
-    // recorded (DESIGN §15). A verified method that names its tenant needs no API key.
+    // recorded (SPEC §15). A verified method that names its tenant needs no API key.
     let verified = match st.config.webhooks.check(&flow, &headers, &bytes, &body_cid) {
         Ok(v) => v,
         Err(resp) => return *resp,
@@ -116,7 +116,7 @@ pub(crate) async fn flow(
     } else {
         match serde_json::from_slice::<&RawValue>(&bytes) {
             Ok(p) if matches!(p.get().as_bytes().first(), Some(b'{' | b'[')) => {
-                // The nesting limit of `/rpc` (DESIGN §12), before anything runs or is forwarded:
+                // The nesting limit of `/rpc` (SPEC §12), before anything runs or is forwarded:
                 // the body is the params, which sit one level below a JSON-RPC request's root.
                 if oncerpc_protocol::check_depth(p.get(), 1).is_err() {
                     let max = oncerpc_protocol::MAX_DEPTH - 1;
@@ -139,7 +139,7 @@ pub(crate) async fn flow(
         let (outcome, info, cid) = st.dispatcher.call(&flow, params, &meta).await;
         let mut resp = match outcome {
             Outcome::Result(r) => json_response(StatusCode::OK, r.get().to_owned(), Some(&cid)),
-            // Still running (DESIGN §4): 200 {} with status processing.
+            // Still running (SPEC §4): 200 {} with status processing.
             Outcome::Error(e) if e.code == ErrorCode::RequestInProgress => {
                 json_response(StatusCode::OK, "{}", Some(&cid))
             }
@@ -253,7 +253,7 @@ fn store_unavailable(e: &StoreError, cid: &str) -> Response {
 const DEFAULT_LIST_LIMIT: usize = 50;
 const MAX_LIST_LIMIT: usize = 200;
 
-/// `GET /v2/events?status=&flow=&tag=&limit=&cursor=` (DESIGN §14): the tenant's events,
+/// `GET /v2/events?status=&flow=&tag=&limit=&cursor=` (SPEC §14): the tenant's events,
 /// newest first, `{"events": [...], "next_cursor": "…" | null}`. The cursor is the store's
 /// listing cursor in unpadded base64url: opaque to clients, checked when it comes back. An
 /// empty parameter counts as absent; unknown parameters are ignored.
@@ -329,7 +329,7 @@ fn decode_cursor(cursor: &str) -> Option<String> {
     Some(raw)
 }
 
-/// `POST /v2/events/{id}/retry` (DESIGN §14): re-drive a failed event under the same id, as a
+/// `POST /v2/events/{id}/retry` (SPEC §14): re-drive a failed event under the same id, as a
 /// force retry of its record. `202 {"event_id", "status": "processing"}` once it runs again;
 /// `404` for an unknown event or another tenant's; `409` for a succeeded one, one still
 /// processing, or one whose flow this gateway does not serve.

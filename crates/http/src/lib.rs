@@ -1,30 +1,60 @@
 //! # oncerpc-http
 //!
-//! The HTTP front door (DESIGN §4), on axum/hyper:
+//! The HTTP front door (SPEC §4), on axum/hyper:
 //!
-//! * `POST /rpc` — JSON-RPC over HTTP ([`rpc`]). JSON-RPC errors travel in a `200` body;
+//! * `POST /rpc` — JSON-RPC over HTTP (module `rpc`). JSON-RPC errors travel in a `200` body;
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
-//! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door ([`flows`]).
+//! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
 //! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics`.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
 //! * `limits.max_in_flight`: past it, `503` (`-32007`).
-//! * Per tenant ([`TenantLimits`], DESIGN §12): over its rate, `429` + `Retry-After` (`-32008`);
+//! * Per tenant ([`TenantLimits`], SPEC §12): over its rate, `429` + `Retry-After` (`-32008`);
 //!   over its own `max_in_flight`, `503` (`-32007`).
 //! * [`serve`] with graceful shutdown: stop accepting, let in-flight requests finish.
-//!   Connection limits ([`ServeConfig`], DESIGN §12): header timeout (hyper's
+//!   Connection limits ([`ServeConfig`], SPEC §12): header timeout (hyper's
 //!   `header_read_timeout`, which also bounds the wait for a kept-alive connection's next
 //!   request), idle timeout, `max_connections` (past it: `503`, `-32007`, then close); bodies
 //!   are read within `body_timeout` (else `408`) before admission, so waiting for one holds no
 //!   in-flight permit.
 //!
-//! * CORS ([`cors`], `[http] cors_allowed_origins`): off unless origins are configured.
-//! * Webhooks ([`webhook`], DESIGN §15): a signed method's deliveries on the flows door are
+//! * CORS (module `cors`, `[http] cors_allowed_origins`): off unless origins are configured.
+//! * Webhooks ([`webhook`], SPEC §15): a signed method's deliveries on the flows door are
 //!   verified over the raw body before anything else (`401` otherwise); the headers a
 //!   method's `key_header` names are handed to the engine, which derives keys.
 //!
 //! Every answer of `/rpc` and `/v2/*` carries `X-Correlation-Id`.
+//!
+//! A service with its own method behind `POST /rpc`:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, typed};
+//! use oncerpc_core::protocol::RpcError;
+//! use oncerpc_http::{HttpConfig, router};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let mut registry = Registry::new();
+//! let hello = typed(|_: Context, (name,): (String,)| async move { Ok::<_, RpcError>(format!("hello, {name}")) });
+//! registry.register("hello", MethodSpec::query(), hello).unwrap();
+//! let app = router(Arc::new(Dispatcher::new(registry, DispatcherConfig::default())), HttpConfig::default());
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+//! let addr = listener.local_addr().unwrap();
+//! tokio::spawn(async move { axum::serve(listener, app).await });
+//!
+//! // Any JSON-RPC client will do; here, HTTP/1.1 by hand.
+//! let body = r#"{"jsonrpc":"2.0","method":"hello","params":["world"],"id":1}"#;
+//! let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+//! let head = format!("POST /rpc HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+//! conn.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+//! let mut answer = String::new();
+//! conn.read_to_string(&mut answer).await.unwrap();
+//! assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+//! assert!(answer.ends_with(r#"{"jsonrpc":"2.0","result":"hello, world","id":1}"#), "{answer}");
+//! # });
+//! ```
 
 pub mod auth;
 mod cors;
@@ -53,9 +83,9 @@ pub use auth::{TenantLimits, Tenants};
 pub use axum::Router;
 pub use webhook::{Scheme, Verifier, Webhooks};
 
-/// Response header carrying the request's correlation id (DESIGN §7).
+/// Response header carrying the request's correlation id (SPEC §7).
 pub const CORRELATION_HEADER: &str = "x-correlation-id";
-/// Request/response header with the idempotency key (DESIGN §3, §4).
+/// Request/response header with the idempotency key (SPEC §3, §4).
 pub const KEY_HEADER: &str = "x-idempotency-key";
 /// The IETF draft's spelling, accepted on requests.
 pub const IETF_KEY_HEADER: &str = "idempotency-key";
@@ -66,7 +96,7 @@ pub const FORCE_RETRY_HEADER: &str = "x-force-retry";
 /// Request header with a tenant's API key (or `?key=`).
 pub const API_KEY_HEADER: &str = "x-api-key";
 /// Response header saying where the idempotency key came from: `client`, `derived`,
-/// `hashed` (DESIGN §15).
+/// `hashed` (SPEC §15).
 pub const KEY_SOURCE_HEADER: &str = "x-idempotency-key-source";
 
 /// Front-door settings.
@@ -84,7 +114,7 @@ pub struct HttpConfig {
     pub body_timeout: Duration,
     /// Browser origins allowed by CORS (`"*"`: any); empty: CORS off.
     pub cors_allowed_origins: Vec<String>,
-    /// Signed methods and their verifiers (DESIGN §15).
+    /// Signed methods and their verifiers (SPEC §15).
     pub webhooks: Webhooks,
 }
 
@@ -256,7 +286,7 @@ impl AppState {
     }
 
     /// A tenant's `rate_per_sec`/`burst` (`429` + `Retry-After`, `-32008`) and `max_in_flight`
-    /// (`503`, `-32007`), checked at once (no queueing) — DESIGN §12.
+    /// (`503`, `-32007`), checked at once (no queueing) — SPEC §12.
     fn admit_tenant(
         &self,
         door: Door,
@@ -429,7 +459,7 @@ pub(crate) fn request_meta(
 
 /// A JSON answer with its correlation id.
 /// A JSON answer. Every `503` (overloaded, store unavailable, degraded) says when to come
-/// back: `Retry-After: 1` (DESIGN §3); a `429` sets its own.
+/// back: `Retry-After: 1` (SPEC §3); a `429` sets its own.
 pub(crate) fn json_response(status: StatusCode, body: impl Into<Body>, cid: Option<&str>) -> Response {
     let mut resp = (status, body.into()).into_response();
     let h = resp.headers_mut();
@@ -474,7 +504,7 @@ async fn healthz(State(st): State<Arc<AppState>>) -> Response {
             serde_json::json!({"status": "ok", "store": store.name()}).to_string(),
             None,
         ),
-        // DESIGN §12: the error text (addresses, OS errors) goes to the log, never to a client.
+        // SPEC §12: the error text (addresses, OS errors) goes to the log, never to a client.
         Err(e) => {
             tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");
             json_response(
@@ -502,7 +532,7 @@ async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     resp
 }
 
-/// Connection-level limits of [`serve`] (DESIGN §12).
+/// Connection-level limits of [`serve`] (SPEC §12).
 #[derive(Clone)]
 pub struct ServeConfig {
     /// A connection that has not sent complete request headers by then is closed.

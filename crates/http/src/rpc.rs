@@ -21,7 +21,7 @@ pub(crate) async fn rpc(
     body: Body,
 ) -> Response {
     // The body first (bounded by max_body_bytes and body_timeout_ms): waiting for it holds no
-    // in-flight permit (DESIGN §12).
+    // in-flight permit (SPEC §12).
     let bytes = match read_body(&st, body, &headers, too_large, timed_out).await {
         Ok(b) => b,
         Err(resp) => return resp,
@@ -35,14 +35,14 @@ pub(crate) async fn rpc(
         Err(e) => return bad_request(&e),
     };
     if meta.idempotency_key.is_some() && is_batch(&bytes) {
-        // One key for many commands is ambiguous (DESIGN §3): keys go in each entry's params.
+        // One key for many commands is ambiguous (SPEC §3): keys go in each entry's params.
         return bad_request(&RpcError::with_message(
             ErrorCode::InvalidRequest,
             "an idempotency key header cannot apply to a batch: put params.idempotency_key in each entry",
         ));
     }
     if headers.contains_key(FORCE_RETRY_HEADER) && is_batch(&bytes) {
-        // Like the key header: which entries would it force? (DESIGN §12)
+        // Like the key header: which entries would it force? (SPEC §12)
         return bad_request(&RpcError::with_message(
             ErrorCode::InvalidRequest,
             "the X-Force-Retry header cannot apply to a batch: put params.force_retry in each entry",

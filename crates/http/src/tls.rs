@@ -1,4 +1,4 @@
-//! TLS on the listener (DESIGN §13): `[tls] cert_file`, `key_file` (PEM), terminated with
+//! TLS on the listener (SPEC §13): `[tls] cert_file`, `key_file` (PEM), terminated with
 //! rustls (ring provider: no OpenSSL to install, no C toolchain beyond `cc`).
 //!
 //! The certificate lives behind a resolver that [`ListenerTls::reload`] swaps: a handshake

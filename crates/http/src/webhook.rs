@@ -1,4 +1,4 @@
-//! Webhook signatures (DESIGN §15), checked over the raw body bytes, in constant time, before
+//! Webhook signatures (SPEC §15), checked over the raw body bytes, in constant time, before
 //! the body is parsed or anything is recorded. The one place signatures are verified.
 //!
 //! | scheme | headers | signed bytes | secret |

@@ -1,4 +1,4 @@
-//! The error-code table of DESIGN §8, in exactly one place.
+//! The error-code table of SPEC §8, in exactly one place.
 //!
 //! Every JSON-RPC error oncerpc emits is an [`RpcError`] whose [`ErrorCode`] carries its
 //! number, its canonical message and the HTTP status the flows door maps it to. Nothing
@@ -109,7 +109,7 @@ impl ErrorCode {
         }
     }
 
-    /// The HTTP status the REST flows door answers with (DESIGN §8). `/rpc` always answers
+    /// The HTTP status the REST flows door answers with (SPEC §8). `/rpc` always answers
     /// JSON-RPC errors with `200`.
     pub const fn http_status(self) -> u16 {
         match self {

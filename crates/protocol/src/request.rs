@@ -1,4 +1,4 @@
-//! One-pass, borrowing parser for JSON-RPC 2.0 request bodies (DESIGN §1).
+//! One-pass, borrowing parser for JSON-RPC 2.0 request bodies (SPEC §1).
 //!
 //! The body is read once by serde_json with a hand-written visitor. The visitor never fails
 //! on a *shape* problem: a wrong `jsonrpc`, a missing method, an id of the wrong type or a

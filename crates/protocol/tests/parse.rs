@@ -1,5 +1,5 @@
 //! Unit tests of the one-pass parser, the response writers and the error-code table
-//! (DESIGN §1, §8).
+//! (SPEC §1, §8).
 
 use oncerpc_protocol::{
     Entry, ErrorCode, Id, MAX_DEPTH, Message, Outcome, RawValue, Request, RpcError, error_body, parse,
@@ -906,7 +906,7 @@ fn rpc_error_display_and_http_status() {
 
 #[test]
 fn error_code_table_matches_design_section_8() {
-    // (code, variant, HTTP status on the flows door) — DESIGN §8, row by row.
+    // (code, variant, HTTP status on the flows door) — SPEC §8, row by row.
     let design: [(i32, ErrorCode, u16); 13] = [
         (-32700, ErrorCode::ParseError, 400),
         (-32600, ErrorCode::InvalidRequest, 400),

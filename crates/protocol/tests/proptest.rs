@@ -1,4 +1,4 @@
-//! Property tests of the parser and the response writers (DESIGN §1).
+//! Property tests of the parser and the response writers (SPEC §1).
 //!
 //! (a) generated valid requests round-trip: the method is decoded, the id is echoed byte for
 //!     byte, singly and in batches, in order;

@@ -1,4 +1,4 @@
-//! Framing of JSON-RPC messages on a byte stream (DESIGN §5).
+//! Framing of JSON-RPC messages on a byte stream (SPEC §5).
 //!
 //! Two framings, chosen from the first non-blank byte of the input and kept for the whole
 //! session; answers use the same framing:

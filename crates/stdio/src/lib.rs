@@ -1,6 +1,6 @@
 //! # oncerpc-stdio
 //!
-//! The stdio daemon (DESIGN §5): the same registry, policy and idempotency as the HTTP door,
+//! The stdio daemon (SPEC §5): the same registry, policy and idempotency as the HTTP door,
 //! behind framed JSON-RPC on stdin/stdout ([`framing`]).
 //!
 //! * Only protocol frames are written to the output; logs go to stderr.
@@ -9,6 +9,25 @@
 //!   still answers a refused one with `-32600`, `id: null`).
 //! * EOF, SIGTERM or SIGINT: the request in hand is finished, the output flushed, and
 //!   [`run`] returns [`Exit::Clean`].
+//!
+//! ```
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, typed};
+//! use oncerpc_core::protocol::RpcError;
+//! use oncerpc_stdio::{Exit, run};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let mut registry = Registry::new();
+//! let sum = typed(|_: Context, xs: Vec<i64>| async move { Ok::<_, RpcError>(xs.iter().sum::<i64>()) });
+//! registry.register("sum", MethodSpec::query(), sum).unwrap();
+//! let dispatcher = Dispatcher::new(registry, DispatcherConfig::default());
+//! // A daemon passes tokio::io::stdin() and stdout(); any reader and writer will do.
+//! let input: &[u8] = b"{\"jsonrpc\":\"2.0\",\"method\":\"sum\",\"params\":[1,2,4],\"id\":1}\n";
+//! let mut output = Vec::new();
+//! let exit = run(&dispatcher, input, &mut output, 1 << 20, std::future::pending()).await.unwrap();
+//! assert_eq!(exit, Exit::Clean); // at EOF
+//! assert_eq!(output, b"{\"jsonrpc\":\"2.0\",\"result\":7,\"id\":1}\n"); // same framing as the input
+//! # });
+//! ```
 
 pub mod framing;
 

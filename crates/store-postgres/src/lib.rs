@@ -40,6 +40,26 @@
 //! `postgres://app:pw@db:5432/app?sslmode=verify-full&sslrootcert=/etc/oncerpc/pg-ca.pem`.
 //! A certificate failure fails `connect` with rustls's reason (`invalid peer certificate:
 //! UnknownIssuer`); no message carries the URL's password. See `tls.rs` for the details.
+//!
+//! Every replica builds its dispatcher on the same store, so a key claimed by one is a
+//! duplicate on all:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use oncerpc_core::{Dispatcher, DispatcherConfig, Registry, StoreError};
+//! use oncerpc_store_postgres::PgStore;
+//!
+//! async fn dispatcher(registry: Registry, url: &str) -> Result<Dispatcher, StoreError> {
+//!     let store = PgStore::connect(url).await?;
+//!     Ok(Dispatcher::with_store(registry, DispatcherConfig::default(), Arc::new(store)))
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // Nothing listens on port 1: connecting fails, and a gateway would not start. (The test
+//! // suite runs the store against a real server: ONCERPC_TEST_POSTGRES_URL.)
+//! assert!(dispatcher(Registry::new(), "postgres://postgres@127.0.0.1:1/oncerpc").await.is_err());
+//! # });
+//! ```
 
 use std::time::Duration;
 

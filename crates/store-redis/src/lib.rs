@@ -66,6 +66,26 @@
 //!
 //! Upgrading from the layout with one global `{prefix}:tokens` counter: the record keys moved,
 //! so drain in-flight commands first (records of the old layout are no longer read).
+//!
+//! Every replica builds its dispatcher on the same store, so a key claimed by one is a
+//! duplicate on all:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use oncerpc_core::{Dispatcher, DispatcherConfig, Registry, StoreError};
+//! use oncerpc_store_redis::RedisStore;
+//!
+//! async fn dispatcher(registry: Registry, url: &str) -> Result<Dispatcher, StoreError> {
+//!     let store = RedisStore::connect(url, "oncerpc").await?;
+//!     Ok(Dispatcher::with_store(registry, DispatcherConfig::default(), Arc::new(store)))
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! // Nothing listens on port 1: connecting fails, and a gateway would not start. (The test
+//! // suite runs the store against a real server: ONCERPC_TEST_REDIS_URL.)
+//! assert!(dispatcher(Registry::new(), "redis://127.0.0.1:1").await.is_err());
+//! # });
+//! ```
 
 use std::path::PathBuf;
 use std::time::Duration;

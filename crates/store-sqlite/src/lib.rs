@@ -21,6 +21,33 @@
 //!   live owner's `renew` extends its lease (the rules are `oncerpc_core::store`'s).
 //! * Embedded migrations keyed on `PRAGMA user_version`; expired records are swept by the
 //!   writer thread once a minute (a processing record never expires before its lease).
+//!
+//! A command answered from the file by the next process (here: the next dispatcher):
+//!
+//! ```
+//! use std::{sync::Arc, time::Duration};
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, RequestMeta, typed};
+//! use oncerpc_core::protocol::RpcError;
+//! use oncerpc_store_sqlite::SqliteStore;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let dir = std::env::temp_dir().join(format!("oncerpc-sqlite-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let call = br#"{"jsonrpc":"2.0","method":"ship","params":{"order":7,"idempotency_key":"ship-7"},"id":1}"#;
+//! for run in 1..=2 {
+//!     let mut registry = Registry::new();
+//!     let ship = typed(move |_: Context, _order: serde_json::Value| async move { Ok::<_, RpcError>(run) });
+//!     registry.register("ship", MethodSpec::command(), ship).unwrap();
+//!     let store = Arc::new(SqliteStore::open(dir.join("oncerpc.db")).unwrap());
+//!     let dispatcher = Dispatcher::with_store(registry, DispatcherConfig::default(), store);
+//!     let reply = dispatcher.handle(call, &RequestMeta::default()).await;
+//!     // Both runs answer the first run's outcome: it shipped once.
+//!     assert_eq!(reply.body.unwrap(), br#"{"jsonrpc":"2.0","result":1,"id":1}"#);
+//!     dispatcher.shutdown(Duration::from_secs(5)).await;
+//! }
+//! std::fs::remove_dir_all(&dir).unwrap();
+//! # });
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

@@ -19,7 +19,7 @@ type SharedByKey = HashMap<(Arc<str>, Arc<str>), Arc<tokio::sync::OnceCell<Share
 /// What the entries of one batch share.
 #[derive(Default)]
 pub(super) struct BatchLocal {
-    /// Commands of one batch that share a key execute once (DESIGN §1, "Batches"): the first
+    /// Commands of one batch that share a key execute once (SPEC §1, "Batches"): the first
     /// entry runs, the others wait for its outcome.
     pub(super) keyed: Mutex<SharedByKey>,
     /// The `ok` count and latencies of the batch's successful entries, per method, added to
@@ -148,7 +148,7 @@ impl Dispatcher {
         Reply { body, correlation_id: batch_cid, idempotency: None }
     }
 
-    /// A batch over `batch.max_size` (DESIGN §1): nothing runs; every entry with a readable
+    /// A batch over `batch.max_size` (SPEC §1): nothing runs; every entry with a readable
     /// id gets its own `-32600` so that clients waiting for their ids are answered; with no
     /// readable id at all, one error with `id: null`.
     fn refuse_oversized(&self, entries: &[Entry<'_>], max_size: usize, batch_cid: Arc<str>) -> Reply {

@@ -1,4 +1,4 @@
-//! One entry of a body: its span, the policy of DESIGN §2 (notifications, unknown methods,
+//! One entry of a body: its span, the policy of SPEC §2 (notifications, unknown methods,
 //! `rpc.discover`), then validation and execution.
 
 use std::sync::Arc;
@@ -73,7 +73,7 @@ impl Dispatcher {
         started: Instant,
     ) -> Option<Answer<'a>> {
         if req.method == "rpc.discover" {
-            // A query like any other: a notification to it is refused (DESIGN §2.3).
+            // A query like any other: a notification to it is refused (SPEC §2.3).
             let Some(id) = req.id else {
                 let msg = "method \"rpc.discover\" does not accept notifications: send an id";
                 let err = RpcError::with_message(ErrorCode::InvalidRequest, msg);
@@ -99,7 +99,7 @@ impl Dispatcher {
         };
 
         if req.is_notification() {
-            // Fail fast (DESIGN §2.2, §2.3): a notification the method does not accept is
+            // Fail fast (SPEC §2.2, §2.3): a notification the method does not accept is
             // answered, with `id: null`, rather than silently dropped.
             let refusal = if method.spec.kind == Kind::Command {
                 Some(format!("method \"{}\" is a command and requires an id", method.name))

@@ -1,10 +1,10 @@
-//! Correlation ids (DESIGN §7): read from a request's id, or generated.
+//! Correlation ids (SPEC §7): read from a request's id, or generated.
 
 use std::sync::Arc;
 
 use oncerpc_protocol::Entry;
 
-/// DESIGN §7: the id's text when there is one that can travel in a header, else generated.
+/// SPEC §7: the id's text when there is one that can travel in a header, else generated.
 pub(super) fn correlation_id(entry: &Entry<'_>) -> Arc<str> {
     let id = match entry {
         Entry::Valid(r) => r.id,

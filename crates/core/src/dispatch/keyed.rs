@@ -1,4 +1,4 @@
-//! Keyed executions (DESIGN §3): the claim, the task that runs and records the handler,
+//! Keyed executions (SPEC §3): the claim, the task that runs and records the handler,
 //! keys shared within a batch, and the answers of claims and stored outcomes.
 
 use std::sync::Arc;
@@ -20,9 +20,9 @@ use crate::store::{AcquireKind, Claim, RecordKey, StoredOutcome};
 pub struct IdempotencyInfo {
     pub key: Arc<str>,
     pub status: IdempotencyStatus,
-    /// With `processing`: when to try again (DESIGN §3), for HTTP's `Retry-After`.
+    /// With `processing`: when to try again (SPEC §3), for HTTP's `Retry-After`.
     pub retry_after_ms: Option<u64>,
-    /// Where the key came from (DESIGN §15), for `X-Idempotency-Key-Source`.
+    /// Where the key came from (SPEC §15), for `X-Idempotency-Key-Source`.
     pub origin: crate::KeyOrigin,
 }
 
@@ -89,7 +89,7 @@ impl Dispatcher {
         lease_for(self.config.idempotency.lease, method.spec.timeout)
     }
 
-    /// Claim the record of a keyed command and act on the answer (DESIGN §3 "Outcomes").
+    /// Claim the record of a keyed command and act on the answer (SPEC §3 "Outcomes").
     /// From the claim on, everything runs in a task of its own (spawned first): a client that
     /// hangs up cannot leave a claim that nobody runs, nor cut an execution or its record short.
     async fn claim_and_run(

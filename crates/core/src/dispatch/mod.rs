@@ -1,6 +1,6 @@
 //! The dispatcher: one body in, one body (or nothing) out.
 //!
-//! body → [`oncerpc_protocol::parse`] → batch rules → for each entry: policy (DESIGN §2) →
+//! body → [`oncerpc_protocol::parse`] → batch rules → for each entry: policy (SPEC §2) →
 //! params schema → handler (deadline, panic guard) → response bytes, in request order.
 //!
 //! One file per job: one entry's policy and execution (`entry`), batches (`batch`),
@@ -36,7 +36,7 @@ use crate::openrpc;
 use crate::registry::Registry;
 use crate::store::Store;
 
-/// Batch rules (DESIGN §1, "Batches").
+/// Batch rules (SPEC §1, "Batches").
 #[derive(Debug, Clone)]
 pub struct BatchConfig {
     pub enabled: bool,
@@ -92,7 +92,7 @@ pub struct RequestMeta {
     /// are collected, so this is empty unless a method derives its key from a header.
     pub key_headers: Vec<(Arc<str>, Arc<str>)>,
     /// The front door verified this request's webhook signature for the method it calls
-    /// (DESIGN §15). A method registered as `signed` is refused without it.
+    /// (SPEC §15). A method registered as `signed` is refused without it.
     pub signature_verified: bool,
 }
 

@@ -12,7 +12,7 @@ use super::{Dispatcher, RequestMeta};
 use crate::method::Method;
 use crate::metrics::{CLIENT_CLOSED, Metrics};
 
-/// A request's access-log line (DESIGN §7): at `info` for a single request or stdio message,
+/// A request's access-log line (SPEC §7): at `info` for a single request or stdio message,
 /// at `debug` for an entry of a batch (the batch writes one `info` line of its own).
 macro_rules! access_line {
     ($batch:expr, $($arg:tt)+) => {
@@ -48,7 +48,7 @@ impl Dispatcher {
         (outcome, idempotency)
     }
 
-    /// The one access-log line and the metrics of an answered request (DESIGN §7).
+    /// The one access-log line and the metrics of an answered request (SPEC §7).
     /// `requested`: the method name as sent (logged escaped and cut); `method`: the
     /// registered method, when there is one.
     #[allow(clippy::too_many_arguments)]

@@ -28,7 +28,7 @@ pub(crate) struct Keyed {
 
 impl Dispatcher {
     /// Validation shared by every door: params parsed when needed, reserved members read
-    /// and removed, the JSON Schema, the key rules of DESIGN §3. `async_event`: the
+    /// and removed, the JSON Schema, the key rules of SPEC §3. `async_event`: the
     /// execution will be an async event, which is always guarded by a record (a synthetic
     /// key when the client gave none). `name`: the method's name for the context.
     pub(crate) fn prepare(
@@ -41,7 +41,7 @@ impl Dispatcher {
         async_event: bool,
     ) -> Result<Prepared, RpcError> {
         if method.spec.signed && !meta.signature_verified {
-            // DESIGN §15: a webhook method runs only on a verified delivery.
+            // SPEC §15: a webhook method runs only on a verified delivery.
             return Err(RpcError::with_message(
                 ErrorCode::InvalidRequest,
                 format!(
@@ -82,7 +82,7 @@ impl Dispatcher {
         if let Some(key) = &explicit {
             idempotency::validate_key(key)?;
         }
-        // DESIGN §15: a method may derive its key; an explicit one must then agree with it.
+        // SPEC §15: a method may derive its key; an explicit one must then agree with it.
         let explicit = match &method.spec.key_from {
             None => explicit,
             Some(source) => {
@@ -127,7 +127,7 @@ fn parse_value(params: Option<&RawValue>) -> Result<serde_json::Value, RpcError>
     }
 }
 
-/// Members of `params` that belong to oncerpc, not to the method (DESIGN §3).
+/// Members of `params` that belong to oncerpc, not to the method (SPEC §3).
 pub const RESERVED_PARAMS: [&str; 2] = ["idempotency_key", "force_retry"];
 
 /// Validate params (reserved members already removed) against the method's JSON Schema.

@@ -1,4 +1,4 @@
-//! Re-driving a failed event (DESIGN §14, `POST /v2/events/{id}/retry`).
+//! Re-driving a failed event (SPEC §14, `POST /v2/events/{id}/retry`).
 //!
 //! A re-drive is a force retry of the event's idempotency record, made from what the event
 //! stored (method, params, return step, tags, fingerprint, record): it goes through
