@@ -3,7 +3,7 @@
 # Usage: ./scripts/test.sh [extra cargo test args]
 #
 # Installs (when missing): emacs-nox (Debian) for the jsonrpc.el client test, a Python venv
-# under target/ with jsonrpcclient + requests and the npm package json-rpc-2.0 under
+# under target/ with jsonrpcclient + requests (and the MCP Python SDK) and the npm package json-rpc-2.0 under
 # target/node-clients for the client-library tests, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
 # cannot be installed or reached is a failure; elsewhere the tests that need it skip with a
@@ -38,13 +38,14 @@ fi
 if ! command -v curl >/dev/null; then apt_install curl || need "curl"; fi
 
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
-# signing libraries (standardwebhooks, stripe), for tests/webhooks.rs.
+# signing libraries (standardwebhooks, stripe), for tests/webhooks.rs; the official MCP Python
+# SDK (mcp), for tests/mcp_stdio.rs.
 PYVENV="target/py-venv"
-if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe' 2>/dev/null; then
-  echo "== installing jsonrpcclient, requests, standardwebhooks and stripe into $PYVENV"
+if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp' 2>/dev/null; then
+  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe and mcp into $PYVENV"
   { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31' \
-      'standardwebhooks==1.1.0' 'stripe==16.1.0'; } \
-    || need "python3 with jsonrpcclient, standardwebhooks and stripe"
+      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3'; } \
+    || need "python3 with jsonrpcclient, standardwebhooks, stripe and mcp"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 

@@ -182,7 +182,8 @@ fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
     let max_body = app.config.limits.max_body_bytes;
     let grace = std::time::Duration::from_millis(app.config.limits.shutdown_grace_ms);
     let exit = rt.block_on(async {
-        let (input, output, signal) = (tokio::io::stdin(), tokio::io::stdout(), oncerpc_http::shutdown_signal());
+        let (input, output, signal) =
+            (tokio::io::stdin(), tokio::io::stdout(), oncerpc_http::shutdown_signal());
         let exit = if mcp {
             let server = oncerpc_mcp::McpServer::new(app.dispatcher.clone());
             tracing::info!(tools = server.tools().len(), "oncerpc mcp ready");

@@ -41,7 +41,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let meta = RequestMeta::default();
-    serve(async |body: &[u8]| dispatcher.handle(body, &meta).await.body, input, output, max_body, shutdown).await
+    serve(async |body: &[u8]| dispatcher.handle(body, &meta).await.body, input, output, max_body, shutdown)
+        .await
 }
 
 /// The loop of [`run`] with another protocol behind it: `answer` gets each message's bytes
