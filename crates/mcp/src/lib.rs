@@ -25,6 +25,7 @@
 //!   a JSON-RPC error.
 
 pub mod call;
+pub mod session;
 pub mod stdio;
 pub mod tools;
 
@@ -35,6 +36,7 @@ use oncerpc_core::Dispatcher;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
 use serde_json::{Value, json};
 
+pub use session::{SessionError, SessionId, SessionTokens};
 pub use tools::Tools;
 
 /// The session-era revisions served, newest first.
@@ -148,6 +150,11 @@ impl McpServer {
         });
         Cow::Owned(result.to_string())
     }
+}
+
+/// Whether `body` is one `initialize` request (the message that opens a session).
+pub fn is_initialize(body: &[u8]) -> bool {
+    matches!(oncerpc_protocol::parse(body), Ok(Message::Single(Entry::Valid(req))) if req.method == "initialize" && req.id.is_some())
 }
 
 /// `logging/setLevel`: one of the syslog levels MCP names.
