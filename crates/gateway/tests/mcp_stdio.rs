@@ -59,11 +59,11 @@ async fn the_python_sdk_calls_a_command_twice_and_it_runs_once() {
     let up = Upstream::start().await;
     let dir = TempDir::new("mcp-python");
     let config = config(&dir, &up);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_stdio_client.py");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
     let out = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(script)
-            .args([env!("CARGO_BIN_EXE_oncerpc"), &config, "order-7f3a"])
+            .args(["stdio", env!("CARGO_BIN_EXE_oncerpc"), &config, "order-7f3a"])
             .output()
             .expect("python runs")
     })

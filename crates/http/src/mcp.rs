@@ -2,7 +2,8 @@
 //! messages; this is the transport).
 //!
 //! * `POST`: one JSON-RPC message (or, in `2025-03-26`, a batch). A request is answered
-//!   `200` with `application/json`; notifications and responses `202` with no body.
+//!   `200` with `application/json`; notifications and responses `202` with no body; a body
+//!   that is not JSON, or a batch the revision does not have, `400` with the error.
 //!   `initialize` opens a session: the answer carries `Mcp-Session-Id`, a signed token bound
 //!   to the tenant (any replica with the same `mcp.session_secret` accepts it). Every other
 //!   message needs it: missing `400`; unknown, expired, ended or another tenant's `404`.
@@ -87,8 +88,9 @@ pub(crate) async fn post(
             );
         }
     };
-    let answer = door.server.handle(&bytes, &mut session).await;
-    let mut resp = match answer {
+    let answer = door.server.answer(&bytes, &mut session).await;
+    let mut resp = match answer.body {
+        Some(body) if answer.refused => crate::json_response(StatusCode::BAD_REQUEST, body, None),
         Some(body) => crate::json_response(StatusCode::OK, body, None),
         None => StatusCode::ACCEPTED.into_response(),
     };

@@ -59,6 +59,15 @@ impl Session {
     }
 }
 
+/// What [`McpServer::answer`] sends back.
+#[derive(Debug)]
+pub struct Answer {
+    /// The answer's bytes; `None`: nothing (notifications).
+    pub body: Option<Vec<u8>>,
+    /// The message was refused whole: not JSON, or a batch the revision does not have.
+    pub refused: bool,
+}
+
 /// The MCP protocol over one dispatcher.
 pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
@@ -79,11 +88,18 @@ impl McpServer {
     /// Answer one message (a request, a notification, or where the revision allows it a
     /// batch). `None`: nothing to send back (a notification, a batch of them).
     pub async fn handle(&self, body: &[u8], session: &mut Session) -> Option<Vec<u8>> {
+        self.answer(body, session).await.body
+    }
+
+    /// [`handle`](Self::handle), also saying whether the message was refused whole (not
+    /// JSON, or a batch the revision does not have): HTTP answers that with `400`.
+    pub async fn answer(&self, body: &[u8], session: &mut Session) -> Answer {
+        let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
         let message = match oncerpc_protocol::parse(body) {
             Ok(m) => m,
-            Err(e) => return Some(oncerpc_protocol::error_body(&e)),
+            Err(e) => return refused(&e),
         };
-        match message {
+        let body = match message {
             Message::Single(entry) => self.entry(entry, session).await,
             Message::Batch(entries) if session.version == Some("2025-03-26") && !entries.is_empty() => {
                 let mut answers = Vec::new();
@@ -97,10 +113,13 @@ impl McpServer {
                     out
                 })
             }
-            Message::Batch(_) => Some(oncerpc_protocol::error_body(&RpcError::invalid_request(
-                "batches are not part of this protocol revision: send one message at a time",
-            ))),
-        }
+            Message::Batch(_) => {
+                return refused(&RpcError::invalid_request(
+                    "batches are not part of this protocol revision: send one message at a time",
+                ));
+            }
+        };
+        Answer { body, refused: false }
     }
 
     async fn entry(&self, entry: Entry<'_>, session: &mut Session) -> Option<Vec<u8>> {
