@@ -193,6 +193,18 @@ async fn every_refusal_has_its_status_and_nothing_runs() {
         "an ended session"
     );
     assert_eq!(up.count("charge"), 1);
+
+    // Counted: the call, the notification, the refused bodies, the sessions.
+    let metrics = h.get("/metrics", &[]).await.body;
+    for line in [
+        r#"oncerpc_mcp_requests_total{method="tools/call",outcome="ok"} 1"#,
+        r#"oncerpc_mcp_requests_total{method="notification",outcome="notification"} 1"#,
+        r#"oncerpc_mcp_requests_total{method="other",outcome="refused"} 2"#,
+        r#"oncerpc_mcp_sessions_total{event="opened"} 2"#,
+        r#"oncerpc_mcp_sessions_total{event="ended"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in /metrics:\n{metrics}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

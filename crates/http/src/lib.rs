@@ -158,6 +158,9 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     let mcp = config.mcp_enabled.then(|| {
         mcp::McpDoor::new(dispatcher.clone(), config.mcp_session_secret.as_deref().map(str::as_bytes))
     });
+    if let Some(door) = &mcp {
+        door.server.metrics().register(&door_metrics);
+    }
     let state = Arc::new(AppState {
         mcp,
         dispatcher,

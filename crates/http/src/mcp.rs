@@ -96,6 +96,7 @@ pub(crate) async fn post(
     };
     if opening && let Some(version) = session.version {
         let token = door.tokens.issue(&tenant, version, now_ms());
+        door.server.metrics().session("opened");
         if let Ok(v) = HeaderValue::from_str(&token) {
             resp.headers_mut().insert(SESSION_HEADER, v);
         }
@@ -118,6 +119,8 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
     match door.tokens.verify(token, now_ms()) {
         Ok(id) if *id.tenant == *tenant => {
             door.tokens.end(token);
+            door.server.metrics().session("ended");
+            tracing::info!(tenant = %tenant, "MCP session ended");
             StatusCode::NO_CONTENT.into_response()
         }
         _ => session_not_found(),

@@ -23,14 +23,15 @@ pub const META_CORRELATION: &str = "io.oncerpc/correlation-id";
 /// `_meta` member of a call: force-retry a failed execution.
 pub const META_FORCE: &str = "io.oncerpc/force-retry";
 
-/// Run a `tools/call` request; the JSON text of its result.
+/// Run a `tools/call` request; the JSON text of its result, and whether it is an error
+/// result (`isError: true`).
 pub async fn call(
     dispatcher: &Dispatcher,
     tools: &Tools,
     req: &Request<'_>,
     id: Id<'_>,
     session: &Session,
-) -> Result<String, RpcError> {
+) -> Result<(String, bool), RpcError> {
     let mut params = params_object(req)?;
     let name = match params.get("name") {
         Some(Value::String(n)) => n.clone(),
@@ -60,7 +61,7 @@ pub async fn call(
     };
     let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;
     let (outcome, info, cid) = dispatcher.call(&name, Some(&arguments), &request).await;
-    Ok(tool_result(&outcome, info.as_ref(), &cid))
+    Ok((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error()))
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself

@@ -25,6 +25,7 @@
 //!   a JSON-RPC error.
 
 pub mod call;
+mod metrics;
 pub mod session;
 pub mod stdio;
 pub mod tools;
@@ -36,6 +37,7 @@ use oncerpc_core::Dispatcher;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
 use serde_json::{Value, json};
 
+pub use metrics::McpMetrics;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use tools::Tools;
 
@@ -72,12 +74,18 @@ pub struct Answer {
 pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
     tools: Tools,
+    metrics: McpMetrics,
 }
 
 impl McpServer {
     pub fn new(dispatcher: Arc<Dispatcher>) -> McpServer {
         let tools = Tools::from_registry(dispatcher.registry());
-        McpServer { dispatcher, tools }
+        McpServer { dispatcher, tools, metrics: McpMetrics::new() }
+    }
+
+    /// The door's counters (register them where `/metrics` gathers).
+    pub fn metrics(&self) -> &McpMetrics {
+        &self.metrics
     }
 
     /// The tools this server offers.
@@ -97,7 +105,11 @@ impl McpServer {
         let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
         let message = match oncerpc_protocol::parse(body) {
             Ok(m) => m,
-            Err(e) => return refused(&e),
+            Err(e) => {
+                self.metrics.request("other", "refused");
+                tracing::info!(error = %e, "MCP message refused: not JSON");
+                return refused(&e);
+            }
         };
         let body = match message {
             Message::Single(entry) => self.entry(entry, session).await,
@@ -114,6 +126,8 @@ impl McpServer {
                 })
             }
             Message::Batch(_) => {
+                self.metrics.request("other", "refused");
+                tracing::info!("MCP batch refused: the revision has none");
                 return refused(&RpcError::invalid_request(
                     "batches are not part of this protocol revision: send one message at a time",
                 ));
@@ -127,23 +141,40 @@ impl McpServer {
             Entry::Valid(req) => req,
             Entry::Invalid { id, error } => return Some(error_answer(id, &error)),
         };
+        let method = oncerpc_core::LogSafe(&req.method);
         let Some(id) = req.id else {
             // Notifications (initialized, cancelled, progress, roots changed …): nothing to
             // answer. A cancelled call runs on: a command keeps its side effect and its
             // stored outcome, which the retry gets.
-            tracing::debug!(method = %oncerpc_core::LogSafe(&req.method), "notification");
+            self.metrics.request(&req.method, "notification");
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP notification");
             return None;
         };
+        let mut tool_error = false;
         let answer = match &*req.method {
             "initialize" => Ok(self.initialize(&req, session)),
             "ping" => Ok(Cow::Borrowed("{}")),
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
             "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
             "tools/call" => {
-                call::call(&self.dispatcher, &self.tools, &req, id, session).await.map(Cow::Owned)
+                call::call(&self.dispatcher, &self.tools, &req, id, session).await.map(|(r, e)| {
+                    tool_error = e;
+                    Cow::Owned(r)
+                })
             }
             _ => Err(RpcError::method_not_found()),
         };
+        let outcome = match (&answer, tool_error) {
+            (Err(_), _) => "error",
+            (Ok(_), true) => "tool_error",
+            (Ok(_), false) => "ok",
+        };
+        self.metrics.request(&req.method, outcome);
+        // A call that ran has its access line from the dispatcher; every other message has
+        // this one.
+        if &*req.method != "tools/call" || answer.is_err() {
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, outcome, "MCP message");
+        }
         Some(match answer {
             Ok(result) => result_answer(id, &result),
             Err(e) => error_answer(Some(id), &e),
