@@ -62,6 +62,17 @@ if [ ! -d "$NODEDIR/node_modules/json-rpc-2.0" ]; then
 fi
 export ONCERPC_NODE_PATH="$PWD/$NODEDIR/node_modules"
 
+# The official MCP conformance suite and a Node ≥ 22 to run it (the npm package `node`; the
+# system's may be older), pinned by crates/gateway/tests/conformance/package-lock.json.
+CONFDIR="target/node-conformance"
+CONFSRC="crates/gateway/tests/conformance"
+if ! cmp -s "$CONFSRC/package-lock.json" "$CONFDIR/package-lock.json" || [ ! -x "$CONFDIR/node_modules/.bin/conformance" ]; then
+  echo "== installing the MCP conformance suite into $CONFDIR"
+  mkdir -p "$CONFDIR" && cp "$CONFSRC/package.json" "$CONFSRC/package-lock.json" "$CONFDIR/"
+  (cd "$CONFDIR" && npm ci --no-audit --no-fund --silent) || need "the npm package @modelcontextprotocol/conformance"
+fi
+[ -x "$CONFDIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_DIR="$PWD/$CONFDIR"
+
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.
 wait_for() { # wait_for WHAT COMMAND...
