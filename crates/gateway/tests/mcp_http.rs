@@ -1,8 +1,8 @@
 //! The MCP door over Streamable HTTP (`/mcp`, session era) on the real `oncerpc serve`: the
-//! official MCP Python SDK as the client, every refusal with its documented status (and
+//! official MCP Python and TypeScript SDKs as clients, every refusal with its documented status (and
 //! nothing run), and sessions and keys that hold across two replicas on one Redis store.
 //!
-//! Outside CI a missing Python SDK or Redis skips its test with a printed reason; in CI
+//! Outside CI a missing SDK or Redis skips its test with a printed reason; in CI
 //! (`CI=true`, where `scripts/test.sh` provides both) it is a failure.
 
 mod common;
@@ -108,13 +108,48 @@ async fn the_python_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_o
     common::process::keep_output(&out);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    assert_ran_once(&seen, &up);
+}
+
+/// What both SDK clients must have seen (their scripts print the same summary).
+fn assert_ran_once(seen: &Value, up: &Upstream) {
     assert_eq!(seen["server"], "oncerpc");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
     assert_eq!(seen["first"]["status"], "new", "{seen}");
     assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
     assert_eq!(seen["first"]["text"], seen["again"]["text"], "the stored result, byte for byte");
+    assert_eq!(seen["other"]["is_error"], true, "{seen}");
     assert_eq!(seen["other"]["structured"]["code"], -32002, "{seen}");
     assert_eq!(seen["query"]["structured"], json!({"result": 5}));
     assert_eq!(up.count("charge"), 1, "the upstream ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_once() {
+    let Some(dir) = std::env::var_os("ONCERPC_CONFORMANCE_DIR").map(PathBuf::from) else {
+        assert!(!in_ci(), "the MCP TypeScript SDK is required in CI (scripts/test.sh installs it)");
+        eprintln!("SKIPPED: ONCERPC_CONFORMANCE_DIR is not set: run ./scripts/test.sh");
+        return;
+    };
+    let up = Upstream::start().await;
+    let tmp = TempDir::new("mcp-http-ts");
+    let gw = Gateway::with_config(&tmp, &config(&up, &sqlite(&tmp)));
+    let url = gw.url("/mcp");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(dir.join("node_modules/.bin/node"))
+            .arg(script)
+            .args([&url, ACME, "order-ts-1"])
+            .env("NODE_PATH", dir.join("node_modules"))
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    common::process::keep_output(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    assert_ran_once(&seen, &up);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
