@@ -3,7 +3,7 @@
 # Usage: ./scripts/test.sh [extra cargo test args]
 #
 # Installs (when missing): emacs-nox (Debian) for the jsonrpc.el client test, a Python venv
-# under target/ with jsonrpcclient + requests and the npm package json-rpc-2.0 under
+# under target/ with jsonrpcclient + requests (and the MCP Python SDK) and the npm package json-rpc-2.0 under
 # target/node-clients for the client-library tests, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
 # cannot be installed or reached is a failure; elsewhere the tests that need it skip with a
@@ -38,13 +38,14 @@ fi
 if ! command -v curl >/dev/null; then apt_install curl || need "curl"; fi
 
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
-# signing libraries (standardwebhooks, stripe), for tests/webhooks.rs.
+# signing libraries (standardwebhooks, stripe), for tests/webhooks.rs; the official MCP Python
+# SDK (mcp), for tests/mcp_stdio.rs.
 PYVENV="target/py-venv"
-if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe' 2>/dev/null; then
-  echo "== installing jsonrpcclient, requests, standardwebhooks and stripe into $PYVENV"
+if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp' 2>/dev/null; then
+  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe and mcp into $PYVENV"
   { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31' \
-      'standardwebhooks==1.1.0' 'stripe==16.1.0'; } \
-    || need "python3 with jsonrpcclient, standardwebhooks and stripe"
+      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3'; } \
+    || need "python3 with jsonrpcclient, standardwebhooks, stripe and mcp"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 
@@ -60,6 +61,17 @@ if [ ! -d "$NODEDIR/node_modules/json-rpc-2.0" ]; then
   npm install --prefix "$NODEDIR" --no-audit --no-fund --silent 'json-rpc-2.0@1.8.1' || need "npm package json-rpc-2.0"
 fi
 export ONCERPC_NODE_PATH="$PWD/$NODEDIR/node_modules"
+
+# The official MCP conformance suite and a Node ≥ 22 to run it (the npm package `node`; the
+# system's may be older), pinned by crates/gateway/tests/conformance/package-lock.json.
+CONFDIR="target/node-conformance"
+CONFSRC="crates/gateway/tests/conformance"
+if ! cmp -s "$CONFSRC/package-lock.json" "$CONFDIR/package-lock.json" || [ ! -x "$CONFDIR/node_modules/.bin/conformance" ]; then
+  echo "== installing the MCP conformance suite into $CONFDIR"
+  mkdir -p "$CONFDIR" && cp "$CONFSRC/package.json" "$CONFSRC/package-lock.json" "$CONFDIR/"
+  (cd "$CONFDIR" && npm ci --no-audit --no-fund --silent) || need "the npm package @modelcontextprotocol/conformance"
+fi
+[ -x "$CONFDIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_DIR="$PWD/$CONFDIR"
 
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.

@@ -50,6 +50,8 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSection>,
     #[serde(default)]
+    pub mcp: crate::mcp::McpSection,
+    #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
     pub methods: Vec<MethodConfig>,
@@ -553,6 +555,7 @@ impl Config {
         if self.limits.default_timeout_ms == 0 {
             return Err(invalid("limits.default_timeout_ms must be greater than 0"));
         }
+        self.mcp.check().map_err(invalid)?;
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
         }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod demo;
 pub mod flow;
 pub mod logging;
+pub mod mcp;
 pub mod retry;
 pub mod secrets;
 pub mod upstream;
@@ -134,6 +135,8 @@ impl App {
                 body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
                 cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
                 webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
+                mcp_enabled: cfg.mcp.enabled,
+                mcp_session_secret: cfg.mcp.session_secret.clone(),
             },
         )
     }

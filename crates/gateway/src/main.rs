@@ -30,6 +30,9 @@ enum Command {
     /// Serve JSON-RPC on stdin/stdout (Content-Length or newline-delimited framing), for
     /// editor clients and local tools. Logs go to stderr.
     Stdio(StdioArgs),
+    /// Serve the registry as MCP tools on stdin/stdout (newline-delimited JSON), for desktop
+    /// hosts that start a server as a command. Logs go to stderr.
+    Mcp(StdioArgs),
     /// Validate a config file and print what it would serve.
     CheckConfig {
         /// The TOML file to check.
@@ -130,7 +133,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => serve(args),
-        Command::Stdio(args) => stdio(args),
+        Command::Stdio(args) => stdio(args, false),
+        Command::Mcp(args) => stdio(args, true),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "oncerpc", &mut std::io::stdout());
             ExitCode::SUCCESS
@@ -196,7 +200,8 @@ fn start(
     Ok((rt, app, log))
 }
 
-fn stdio(args: StdioArgs) -> ExitCode {
+/// `oncerpc stdio`, or with `mcp` the MCP door on the same loop: `oncerpc mcp`.
+fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
     let overrides = Overrides { listen: None, store: args.store, mode: args.mode, worker_threads: Some(2) };
     let (rt, app, _log) = match start(&args.log, args.config.as_ref(), overrides) {
         Ok(started) => started,
@@ -205,15 +210,16 @@ fn stdio(args: StdioArgs) -> ExitCode {
     let max_body = app.config.limits.max_body_bytes;
     let grace = std::time::Duration::from_millis(app.config.limits.shutdown_grace_ms);
     let exit = rt.block_on(async {
-        tracing::info!(methods = app.dispatcher.registry().len(), "oncerpc stdio ready");
-        let exit = oncerpc_stdio::run(
-            &app.dispatcher,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            max_body,
-            oncerpc_http::shutdown_signal(),
-        )
-        .await;
+        let (input, output, signal) =
+            (tokio::io::stdin(), tokio::io::stdout(), oncerpc_http::shutdown_signal());
+        let exit = if mcp {
+            let server = oncerpc_mcp::McpServer::new(app.dispatcher.clone());
+            tracing::info!(tools = server.tools().len(), "oncerpc mcp ready");
+            oncerpc_mcp::stdio::run(&server, input, output, max_body, signal).await
+        } else {
+            tracing::info!(methods = app.dispatcher.registry().len(), "oncerpc stdio ready");
+            oncerpc_stdio::run(&app.dispatcher, input, output, max_body, signal).await
+        };
         // Outcomes still being written (the store was down) get the grace to land.
         app.dispatcher.shutdown(grace).await;
         exit

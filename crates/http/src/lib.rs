@@ -59,6 +59,7 @@
 pub mod auth;
 mod cors;
 mod flows;
+mod mcp;
 mod rpc;
 pub mod tls;
 pub mod webhook;
@@ -116,6 +117,11 @@ pub struct HttpConfig {
     pub cors_allowed_origins: Vec<String>,
     /// Signed methods and their verifiers (SPEC §15).
     pub webhooks: Webhooks,
+    /// The MCP door at `/mcp` (`mcp.enabled`).
+    pub mcp_enabled: bool,
+    /// The secret that signs MCP session ids (`mcp.session_secret`); `None`: a random one of
+    /// this process (sessions then stay on the replica that opened them).
+    pub mcp_session_secret: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -128,6 +134,8 @@ impl Default for HttpConfig {
             body_timeout: Duration::from_secs(30),
             cors_allowed_origins: Vec::new(),
             webhooks: Webhooks::default(),
+            mcp_enabled: true,
+            mcp_session_secret: None,
         }
     }
 }
@@ -147,6 +155,8 @@ pub(crate) struct AppState {
     /// `oncerpc_event_api_total{op,status}`: answers of `GET /v2/events` and
     /// `POST /v2/events/{id}/retry` (`flows::observed`).
     event_api: prometheus::IntCounterVec,
+    /// `/mcp`, when enabled.
+    mcp: Option<mcp::McpDoor>,
 }
 
 /// The router with every route of the front door.
@@ -175,7 +185,14 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     )
     .expect("valid metric");
     let _ = door_metrics.register(Box::new(event_api.clone()));
+    let mcp = config.mcp_enabled.then(|| {
+        mcp::McpDoor::new(dispatcher.clone(), config.mcp_session_secret.as_deref().map(str::as_bytes))
+    });
+    if let Some(door) = &mcp {
+        door.server.metrics().register(&door_metrics);
+    }
     let state = Arc::new(AppState {
+        mcp,
         dispatcher,
         config,
         in_flight,
@@ -190,6 +207,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     // the profile showed the boxed layers' per-request cost.
     let router = Router::new()
         .route("/rpc", post(rpc::rpc))
+        .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
         .route("/v2/flows", post(flows::missing_flow))
         .route("/v2/flows/", post(flows::missing_flow))
         .route("/v2/flows/{flow}", post(flows::flow))
@@ -225,6 +243,8 @@ impl Drop for Admitted<'_> {
 pub(crate) enum Door {
     Rpc,
     Flows,
+    /// `/mcp`: refusals are JSON-RPC error bodies, as on `/rpc`.
+    Mcp,
 }
 
 impl AppState {
@@ -239,8 +259,8 @@ impl AppState {
             Err(_) => {
                 let err = RpcError::new(ErrorCode::Overloaded);
                 Err(Box::new(match door {
-                    Door::Rpc => {
-                        metrics.overloaded("rpc");
+                    Door::Rpc | Door::Mcp => {
+                        metrics.overloaded(if matches!(door, Door::Mcp) { "mcp" } else { "rpc" });
                         json_response(
                             StatusCode::SERVICE_UNAVAILABLE,
                             oncerpc_protocol::error_body(&err),
@@ -315,7 +335,7 @@ impl AppState {
             }
         };
         let mut resp = match door {
-            Door::Rpc => {
+            Door::Rpc | Door::Mcp => {
                 let status =
                     StatusCode::from_u16(err.http_status()).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
                 json_response(status, oncerpc_protocol::error_body(&err), Some(&cid))
@@ -342,10 +362,16 @@ impl AppState {
         if tenants.is_empty() {
             return Ok(self.default_tenant.clone());
         }
+        let bearer = || {
+            let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+            let (scheme, key) = auth.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim().to_owned())
+        };
         let presented = headers
             .get(API_KEY_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
+            .or_else(bearer)
             .or_else(|| query_param(query, "key"));
         match presented.and_then(|k| tenants.authenticate(&k)) {
             Some(t) => Ok(t),
@@ -353,7 +379,9 @@ impl AppState {
                 tracing::info!("unauthorized");
                 let mut resp =
                     (StatusCode::UNAUTHORIZED, r#"{"code":"401","message":"unauthorized"}"#).into_response();
-                resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                let h = resp.headers_mut();
+                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 Err(Box::new(resp))
             }
         }

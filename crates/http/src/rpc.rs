@@ -63,7 +63,7 @@ pub(crate) async fn rpc(
     resp
 }
 
-fn too_large(limit: usize) -> Response {
+pub(crate) fn too_large(limit: usize) -> Response {
     let err = RpcError::with_message(
         ErrorCode::InvalidRequest,
         format!("Request body too large: the limit is {limit} bytes (limits.max_body_bytes)"),
@@ -71,7 +71,7 @@ fn too_large(limit: usize) -> Response {
     json_response(StatusCode::PAYLOAD_TOO_LARGE, oncerpc_protocol::error_body(&err), Some(&generated_id()))
 }
 
-fn timed_out() -> Response {
+pub(crate) fn timed_out() -> Response {
     let err = RpcError::with_message(
         ErrorCode::InvalidRequest,
         "Request body did not arrive in time (limits.body_timeout_ms)",

@@ -51,7 +51,7 @@ pub enum Exit {
 pub async fn run<R, W>(
     dispatcher: &Dispatcher,
     input: R,
-    mut output: W,
+    output: W,
     max_body: usize,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<Exit>
@@ -60,6 +60,24 @@ where
     W: AsyncWrite + Unpin,
 {
     let meta = RequestMeta::default();
+    serve(async |body: &[u8]| dispatcher.handle(body, &meta).await.body, input, output, max_body, shutdown)
+        .await
+}
+
+/// The loop of [`run`] with another protocol behind it: `answer` gets each message's bytes
+/// and returns what to send back (`None`: nothing). The MCP door's stdio transport is this
+/// loop over its own server.
+pub async fn serve<R, W>(
+    mut answer: impl AsyncFnMut(&[u8]) -> Option<Vec<u8>>,
+    input: R,
+    mut output: W,
+    max_body: usize,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<Exit>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let mut reader = FrameReader::new(input, max_body);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut out = Vec::with_capacity(4096);
@@ -79,8 +97,7 @@ where
         out.clear();
         match frame {
             Ok(Frame::Message(body)) => {
-                let reply = dispatcher.handle(&body, &meta).await;
-                if let Some(body) = reply.body {
+                if let Some(body) = answer(&body).await {
                     framing.encode(&body, &mut out);
                 }
             }

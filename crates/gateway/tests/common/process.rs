@@ -161,6 +161,15 @@ impl Http {
         Self::answer(req.body(body)).await
     }
 
+    /// DELETE `path` with extra headers; the status.
+    pub async fn client_delete(&self, path: &str, headers: &[(&str, &str)]) -> u16 {
+        let mut req = self.client.delete(self.url(path));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send().await.expect("request sent").status().as_u16()
+    }
+
     /// POST a JSON-RPC body to `/rpc` with extra headers.
     pub async fn rpc(&self, body: impl Into<reqwest::Body>, headers: &[(&str, &str)]) -> super::Answer {
         let mut req = self.client.post(self.url("/rpc")).header("content-type", "application/json");

@@ -1,0 +1,280 @@
+//! The MCP door over Streamable HTTP (`/mcp`, session era) on the real `oncerpc serve`: the
+//! official MCP Python and TypeScript SDKs as clients, every refusal with its documented status (and
+//! nothing run), and sessions and keys that hold across two replicas on one Redis store.
+//!
+//! Outside CI a missing SDK or Redis skips its test with a printed reason; in CI
+//! (`CI=true`, where `scripts/test.sh` provides both) it is a failure.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::process::{Gateway, Http, TempDir, unique};
+use common::upstream::Upstream;
+use serde_json::{Value, json};
+
+const ACME: &str = "acme-mcp-s3cr3t-0000";
+const BETA: &str = "beta-mcp-s3cr3t-0000";
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Two tenants, one command flow `orders.create` on `up`, the demo methods; `extra` is added
+/// at the top (a store, a session secret).
+fn config(up: &Upstream, extra: &str) -> String {
+    format!(
+        r#"
+demo = true
+{extra}
+
+[[tenants]]
+name = "acme"
+api_keys = ["{ACME}"]
+
+[[tenants]]
+name = "beta"
+api_keys = ["{BETA}"]
+
+[[methods]]
+name = "orders.create"
+kind = "command"
+timeout_ms = 5000
+params_schema = {{ type = "object", required = ["sku"] }}
+
+  [[methods.steps]]
+  name = "charge"
+  url = "{charge}"
+"#,
+        charge = up.url("charge"),
+    )
+}
+
+fn sqlite(dir: &TempDir) -> String {
+    format!("[store]\nurl = \"sqlite://{}\"", dir.file("mcp.db").display())
+}
+
+/// POST one MCP message to `/mcp` with `headers` (`Authorization` added from `key` if given).
+async fn mcp(h: &Http, key: Option<&str>, headers: &[(&str, &str)], body: &str) -> common::Answer {
+    let bearer = key.map(|k| format!("Bearer {k}"));
+    let mut all: Vec<(&str, &str)> = headers.to_vec();
+    if let Some(b) = &bearer {
+        all.push(("Authorization", b));
+    }
+    all.push(("Content-Type", "application/json"));
+    all.push(("Accept", "application/json, text/event-stream"));
+    h.post("/mcp", body.to_owned(), &all).await
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// Open a session as `key`'s tenant; its id.
+async fn open(h: &Http, key: &str) -> String {
+    let a = mcp(h, Some(key), &[], INIT).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    a.header("mcp-session-id").expect("a session id").to_owned()
+}
+
+fn call(id: u64, sku: &str, key: &str) -> String {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+        "params":{"name":"orders.create","arguments":{"sku":sku,"idempotency_key":key}}})
+    .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_once() {
+    let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        assert!(!in_ci(), "the MCP Python SDK is required in CI");
+        eprintln!("SKIPPED: the MCP Python SDK (pip package mcp) is not installed: run ./scripts/test.sh");
+        return;
+    }
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-python");
+    let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
+    let url = gw.url("/mcp");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .args(["http", &url, ACME, "order-http-1"])
+            .output()
+            .expect("python runs")
+    })
+    .await
+    .unwrap();
+    common::process::keep_output(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    assert_ran_once(&seen, &up);
+}
+
+/// What both SDK clients must have seen (their scripts print the same summary).
+fn assert_ran_once(seen: &Value, up: &Upstream) {
+    assert_eq!(seen["server"], "oncerpc");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
+    assert_eq!(seen["first"]["status"], "new", "{seen}");
+    assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
+    assert_eq!(seen["first"]["text"], seen["again"]["text"], "the stored result, byte for byte");
+    assert_eq!(seen["other"]["is_error"], true, "{seen}");
+    assert_eq!(seen["other"]["structured"]["code"], -32002, "{seen}");
+    assert_eq!(seen["query"]["structured"], json!({"result": 5}));
+    assert_eq!(up.count("charge"), 1, "the upstream ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_once() {
+    let Some(dir) = std::env::var_os("ONCERPC_CONFORMANCE_DIR").map(PathBuf::from) else {
+        assert!(!in_ci(), "the MCP TypeScript SDK is required in CI (scripts/test.sh installs it)");
+        eprintln!("SKIPPED: ONCERPC_CONFORMANCE_DIR is not set: run ./scripts/test.sh");
+        return;
+    };
+    let up = Upstream::start().await;
+    let tmp = TempDir::new("mcp-http-ts");
+    let gw = Gateway::with_config(&tmp, &config(&up, &sqlite(&tmp)));
+    let url = gw.url("/mcp");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(dir.join("node_modules/.bin/node"))
+            .arg(script)
+            .args([&url, ACME, "order-ts-1"])
+            .env("NODE_PATH", dir.join("node_modules"))
+            .output()
+            .expect("node runs")
+    })
+    .await
+    .unwrap();
+    common::process::keep_output(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    assert_ran_once(&seen, &up);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_has_its_status_and_nothing_runs() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-refusals");
+    let gw = Gateway::with_config(
+        &dir,
+        &config(&up, &format!("{}\n[limits]\nmax_body_bytes = 4096", sqlite(&dir))),
+    );
+    let h = gw.http();
+    let no_key = mcp(&h, None, &[], INIT).await;
+    assert_eq!(no_key.status, 401, "{}", no_key.body);
+    assert_eq!(no_key.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(mcp(&h, Some("wrong-key-0000000000"), &[], INIT).await.status, 401);
+    let x_api_key = h.post("/mcp", INIT, &[("X-API-Key", ACME), ("Content-Type", "application/json")]).await;
+    assert_eq!(x_api_key.status, 200, "X-API-Key selects the tenant too: {}", x_api_key.body);
+
+    let sid = open(&h, ACME).await;
+    let with =
+        |sid: &str| vec![("Mcp-Session-Id", sid.to_owned()), ("MCP-Protocol-Version", "2025-06-18".into())];
+    let cases: Vec<(&str, Option<&str>, Vec<(&str, String)>, String, u16)> = vec![
+        ("no session", Some(ACME), vec![], call(2, "A", "k-nosession"), 400),
+        ("unknown session", Some(ACME), with("not-a-session"), call(3, "A", "k-unknown"), 404),
+        ("another tenant's session", Some(BETA), with(&sid), call(4, "A", "k-beta"), 404),
+        (
+            "unsupported protocol version",
+            Some(ACME),
+            vec![("Mcp-Session-Id", sid.clone()), ("MCP-Protocol-Version", "1999-01-01".into())],
+            call(5, "A", "k-version"),
+            400,
+        ),
+        (
+            "hostile origin",
+            Some(ACME),
+            vec![("Origin", "http://evil.example".into())],
+            call(6, "A", "k-origin"),
+            403,
+        ),
+        ("malformed JSON", Some(ACME), with(&sid), "{\"jsonrpc\":".into(), 400),
+        (
+            "a batch where the revision has none",
+            Some(ACME),
+            with(&sid),
+            format!("[{}]", call(7, "A", "k-batch")),
+            400,
+        ),
+        ("oversized body", Some(ACME), with(&sid), call(8, &"x".repeat(5000), "k-big"), 413),
+    ];
+    for (what, key, headers, body, status) in cases {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let a = mcp(&h, key, &headers, &body).await;
+        assert_eq!(a.status, status, "{what}: {}", a.body);
+        assert!(
+            a.header("content-type").is_some_and(|c| c.contains("json")),
+            "{what}: a body a client can read"
+        );
+    }
+    assert_eq!(up.count("charge"), 0, "nothing ran");
+
+    // The session works, answers notifications with 202, and ends with DELETE.
+    let sid_headers = [("Mcp-Session-Id", sid.as_str())];
+    let note =
+        mcp(&h, Some(ACME), &sid_headers, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    assert_eq!((note.status, note.body.as_str()), (202, ""));
+    let ok = mcp(&h, Some(ACME), &sid_headers, &call(9, "A", "k-ok")).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(ok.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "new");
+    assert_eq!(h.get("/mcp", &[("Authorization", &format!("Bearer {ACME}"))]).await.status, 405);
+    let bearer = format!("Bearer {ACME}");
+    let del = h.client_delete("/mcp", &[("Authorization", &bearer), ("Mcp-Session-Id", &sid)]).await;
+    assert_eq!(del, 204);
+    assert_eq!(
+        mcp(&h, Some(ACME), &sid_headers, &call(10, "A", "k-ok")).await.status,
+        404,
+        "an ended session"
+    );
+    assert_eq!(up.count("charge"), 1);
+
+    // Counted: the call, the notification, the refused bodies, the sessions.
+    let metrics = h.get("/metrics", &[]).await.body;
+    for line in [
+        r#"oncerpc_mcp_requests_total{method="tools/call",outcome="ok"} 1"#,
+        r#"oncerpc_mcp_requests_total{method="notification",outcome="notification"} 1"#,
+        r#"oncerpc_mcp_requests_total{method="other",outcome="refused"} 2"#,
+        r#"oncerpc_mcp_sessions_total{event="opened"} 2"#,
+        r#"oncerpc_mcp_sessions_total{event="ended"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in /metrics:\n{metrics}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_and_a_key_hold_across_two_replicas_on_redis() {
+    let Some(redis) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") else { return };
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-replicas");
+    let shared = format!(
+        "[store]\nurl = \"{redis}\"\nredis_prefix = \"{}\"\n\n[mcp]\nsession_secret = \"{}\"",
+        unique("mcp"),
+        "0123456789abcdef0123456789abcdef-s3cr3t"
+    );
+    let a = Gateway::with_config(&dir, &config(&up, &shared));
+    let dir_b = TempDir::new("mcp-http-replicas-b");
+    let b = Gateway::with_config(&dir_b, &config(&up, &shared));
+    let (ha, hb) = (a.http(), b.http());
+    let sid = open(&ha, ACME).await;
+    let headers = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let key = unique("cross");
+    let mut statuses = Vec::new();
+    for (i, h) in [&ha, &hb, &ha, &hb].into_iter().enumerate() {
+        let r = mcp(h, Some(ACME), &headers, &call(i as u64 + 2, "Q-1", &key)).await;
+        assert_eq!(r.status, 200, "replica {}: {}", i % 2, r.body);
+        statuses
+            .push(r.json()["result"]["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(statuses, ["new", "duplicate", "duplicate", "duplicate"]);
+    assert_eq!(up.count("charge"), 1, "one upstream call across the replicas");
+
+    // A replica with another secret does not know the session.
+    let other = format!(
+        "[store]\nurl = \"{redis}\"\n\n[mcp]\nsession_secret = \"{}\"",
+        "another-deployment-secret-00000000"
+    );
+    let dir_c = TempDir::new("mcp-http-replicas-c");
+    let c = Gateway::with_config(&dir_c, &config(&up, &other));
+    assert_eq!(mcp(&c.http(), Some(ACME), &headers, &call(9, "Q-1", &key)).await.status, 404);
+}

@@ -1,0 +1,148 @@
+//! `oncerpc mcp` as a desktop host runs it: a child process speaking newline-delimited MCP on
+//! stdin/stdout. Driven by the official MCP Python SDK (`mcp`), and by hand for `kill -9`: a
+//! command whose outcome was stored is answered again after a restart, without running again.
+//!
+//! Outside CI a missing Python SDK skips its test with a printed reason; in CI (`CI=true`,
+//! where `scripts/test.sh` installs it) it is a failure.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use common::process::TempDir;
+use common::upstream::Upstream;
+use serde_json::{Value, json};
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// A config: one command flow `orders.create` (one step on `up`), the demo methods, SQLite.
+fn config(dir: &TempDir, up: &Upstream) -> String {
+    let path = dir.file("mcp.toml");
+    let toml = format!(
+        r#"
+demo = true
+
+[store]
+url = "sqlite://{db}"
+
+[[methods]]
+name = "orders.create"
+kind = "command"
+description = "Create an order"
+timeout_ms = 5000
+params_schema = {{ type = "object", required = ["sku"] }}
+
+  [[methods.steps]]
+  name = "charge"
+  url = "{charge}"
+"#,
+        db = dir.file("mcp.db").display(),
+        charge = up.url("charge"),
+    );
+    std::fs::write(&path, toml).unwrap();
+    path.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_calls_a_command_twice_and_it_runs_once() {
+    let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        assert!(!in_ci(), "the MCP Python SDK is required in CI");
+        eprintln!("SKIPPED: the MCP Python SDK (pip package mcp) is not installed: run ./scripts/test.sh");
+        return;
+    }
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-python");
+    let config = config(&dir, &up);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .args(["stdio", env!("CARGO_BIN_EXE_oncerpc"), &config, "order-7f3a"])
+            .output()
+            .expect("python runs")
+    })
+    .await
+    .unwrap();
+    common::process::keep_output(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    assert_eq!(seen["server"], "oncerpc");
+    assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
+    assert_eq!((&seen["key_property"], &seen["idempotent_hint"]), (&json!(true), &json!(true)));
+    assert_eq!(seen["first"]["status"], "new", "{seen}");
+    assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
+    assert_eq!(seen["again"]["key"], "order-7f3a");
+    assert_eq!(seen["first"]["text"], seen["again"]["text"], "the stored result, byte for byte");
+    assert_eq!(seen["first"]["structured"]["step"], "charge");
+    assert_eq!(seen["other"]["is_error"], true, "{seen}");
+    assert_eq!(seen["other"]["structured"]["code"], -32002);
+    assert_eq!(seen["query"]["structured"], json!({"result": 5}), "{seen}");
+    assert_eq!(up.count("charge"), 1, "the upstream ran once");
+}
+
+/// One `oncerpc mcp` child: write a message, read its answer line.
+struct Child {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Child {
+    fn start(config: &str) -> Child {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+            .args(["mcp", "--config", config])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("oncerpc mcp starts");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Child { child, out }
+    }
+
+    fn ask(&mut self, msg: Value) -> Value {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("an answer line");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_and_a_restart_the_retry_gets_the_stored_result() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-kill9");
+    let config = config(&dir, &up);
+    let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+        "params":{"name":"orders.create","arguments":{"sku":"Z-9"},"_meta":{"io.oncerpc/idempotency-key":"kill-9-key"}}});
+    let init =
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}});
+    let (first, again) = {
+        let (config, call, init) = (config.clone(), call.clone(), init.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut a = Child::start(&config);
+            a.ask(init.clone());
+            let first = a.ask(call.clone());
+            a.child.kill().unwrap(); // SIGKILL
+            a.child.wait().unwrap();
+            let mut b = Child::start(&config);
+            b.ask(init);
+            let again = b.ask(call);
+            (first, again)
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(first["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{first}");
+    assert_eq!(again["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{again}");
+    assert_eq!(first["result"]["content"], again["result"]["content"]);
+    assert_eq!(up.count("charge"), 1, "one upstream call across the crash");
+}

@@ -1,0 +1,177 @@
+//! `/mcp`: the MCP door over Streamable HTTP, session era (`oncerpc-mcp` answers the
+//! messages; this is the transport).
+//!
+//! * `POST`: one JSON-RPC message (or, in `2025-03-26`, a batch). A request is answered
+//!   `200` with `application/json`; notifications and responses `202` with no body; a body
+//!   that is not JSON, or a batch the revision does not have, `400` with the error.
+//!   `initialize` opens a session: the answer carries `Mcp-Session-Id`, a signed token bound
+//!   to the tenant (any replica with the same `mcp.session_secret` accepts it). Every other
+//!   message needs it: missing `400`; unknown, expired, ended or another tenant's `404`.
+//!   `MCP-Protocol-Version`, when sent, must be a served revision (`400`).
+//! * `DELETE` with the session id ends it (`204`). `GET` is `405`: no server stream is
+//!   offered (answers come in the POST's response).
+//! * `Origin`, when present, must be loopback or an allowed CORS origin, else `403` (DNS
+//!   rebinding). The same limits as every door: body size and time, in-flight, the tenant's
+//!   API key (`Authorization: Bearer`, `X-API-Key`, `?key=`), rate and in-flight.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use oncerpc_core::store::now_ms;
+use oncerpc_mcp::{McpServer, SESSION_VERSIONS, Session, SessionTokens};
+use oncerpc_protocol::{ErrorCode, RpcError};
+
+use crate::{AppState, Door, read_body};
+
+/// The session header (requests and the `initialize` answer).
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The revision header of requests after `initialize`.
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// The MCP door's own state.
+pub(crate) struct McpDoor {
+    pub server: McpServer,
+    pub tokens: SessionTokens,
+}
+
+impl McpDoor {
+    pub fn new(dispatcher: Arc<oncerpc_core::Dispatcher>, secret: Option<&[u8]>) -> McpDoor {
+        McpDoor { server: McpServer::new(dispatcher), tokens: SessionTokens::new(secret) }
+    }
+}
+
+pub(crate) async fn post(
+    State(st): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    if let Err(resp) = origin_allowed(&st, &headers) {
+        return resp;
+    }
+    let bytes = match read_body(&st, body, &headers, crate::rpc::too_large, crate::rpc::timed_out).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let (_admitted, tenant) = match st.guard(Door::Mcp, &headers, uri.query()) {
+        Ok(g) => g,
+        Err(resp) => return *resp,
+    };
+    if let Some(v) = header_str(&headers, VERSION_HEADER)
+        && !SESSION_VERSIONS.contains(&v)
+    {
+        let served = SESSION_VERSIONS.join(", ");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            format!("unsupported MCP-Protocol-Version {v:?}: served are {served}"),
+        );
+    }
+    let (mut session, opening) = match header_str(&headers, SESSION_HEADER) {
+        Some(token) => match door.tokens.verify(token, now_ms()) {
+            Ok(id) if *id.tenant == *tenant => {
+                let mut s = Session::new(tenant.clone());
+                s.version = Some(id.version);
+                (s, false)
+            }
+            // Another tenant's session is as unknown as a forged one.
+            Ok(_) | Err(_) => return session_not_found(),
+        },
+        None if oncerpc_mcp::is_initialize(&bytes) => (Session::new(tenant.clone()), true),
+        None => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                "Mcp-Session-Id is required: send initialize first".into(),
+            );
+        }
+    };
+    let answer = door.server.answer(&bytes, &mut session).await;
+    let mut resp = match answer.body {
+        Some(body) if answer.refused => crate::json_response(StatusCode::BAD_REQUEST, body, None),
+        Some(body) => crate::json_response(StatusCode::OK, body, None),
+        None => StatusCode::ACCEPTED.into_response(),
+    };
+    if opening && let Some(version) = session.version {
+        let token = door.tokens.issue(&tenant, version, now_ms());
+        door.server.metrics().session("opened");
+        if let Ok(v) = HeaderValue::from_str(&token) {
+            resp.headers_mut().insert(SESSION_HEADER, v);
+        }
+    }
+    resp
+}
+
+pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
+    let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    if let Err(resp) = origin_allowed(&st, &headers) {
+        return resp;
+    }
+    let tenant = match st.authenticate(&headers, uri.query()) {
+        Ok(t) => t,
+        Err(resp) => return *resp,
+    };
+    let Some(token) = header_str(&headers, SESSION_HEADER) else {
+        return rpc_error(StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
+    };
+    match door.tokens.verify(token, now_ms()) {
+        Ok(id) if *id.tenant == *tenant => {
+            door.tokens.end(token);
+            door.server.metrics().session("ended");
+            tracing::info!(tenant = %tenant, "MCP session ended");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => session_not_found(),
+    }
+}
+
+pub(crate) async fn get(State(st): State<Arc<AppState>>) -> Response {
+    if st.mcp.is_none() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    let mut resp = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    resp
+}
+
+/// DNS rebinding: a browser page of another origin must not reach a local server. No
+/// `Origin` (not a browser) is allowed; loopback origins and the CORS allowlist are.
+fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Response> {
+    let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
+    let origin = origin.to_str().unwrap_or("");
+    let host = origin.split_once("://").map_or("", |(_, rest)| rest);
+    let host = host.strip_suffix('/').unwrap_or(host);
+    let name = if host.starts_with('[') {
+        host.split_once(']').map_or(host, |(h, _)| h).trim_start_matches('[')
+    } else {
+        host.rsplit_once(':')
+            .map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host })
+    };
+    let loopback = matches!(name, "localhost" | "127.0.0.1" | "::1");
+    let listed = st.config.cors_allowed_origins.iter().any(|o| o == "*" || o == origin);
+    if loopback || listed {
+        return Ok(());
+    }
+    st.dispatcher.metrics().overloaded("mcp_origin");
+    tracing::info!(origin = %oncerpc_core::LogSafe(origin), "MCP request from a foreign origin refused");
+    Err(crate::json_response(
+        StatusCode::FORBIDDEN,
+        r#"{"code":"403","message":"origin not allowed: only loopback and the CORS allowlist reach /mcp"}"#,
+        None,
+    ))
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn session_not_found() -> Response {
+    rpc_error(StatusCode::NOT_FOUND, "unknown or ended MCP session: initialize a new one".into())
+}
+
+fn rpc_error(status: StatusCode, message: String) -> Response {
+    let err = RpcError::with_message(ErrorCode::InvalidRequest, message);
+    crate::json_response(status, oncerpc_protocol::error_body(&err), None)
+}

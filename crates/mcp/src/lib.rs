@@ -1,0 +1,280 @@
+//! # oncerpc-mcp
+//!
+//! The MCP door: the registry's methods and flows served as Model Context Protocol tools,
+//! through the same dispatcher as every other door — policy, params schema, tenants, and the
+//! idempotency engine, so a tool call retried with the same key runs once.
+//!
+//! This crate is the protocol, without I/O: [`McpServer::handle`] answers one message of a
+//! [`Session`]. The transports call it: [`stdio`] (newline-delimited JSON, for desktop hosts
+//! that start `oncerpc mcp` as a command).
+//!
+//! * **Protocol revisions**: the session era (`2025-11-25`, `2025-06-18`, `2025-03-26`):
+//!   `initialize` negotiates one of them (an unknown one is answered with the latest), `ping`,
+//!   `logging/setLevel`, `tools/list` (paginated) and `tools/call`; notifications are never
+//!   answered. Batches only where the negotiated revision has them (`2025-03-26`).
+//! * **Tools** ([`tools`]): every method that takes an id, by its name, with its description,
+//!   its params schema as `inputSchema` (plus an `idempotency_key` property for commands, whose
+//!   description tells a model to reuse the key when it retries), and annotations from its
+//!   kind.
+//! * **Calls** ([`call`]): the key comes from `_meta["io.oncerpc/idempotency-key"]`, else
+//!   `arguments.idempotency_key`, else the method's own key rule; the result carries the key,
+//!   `new|duplicate` and the correlation id in `_meta`; a duplicate gets the stored result, byte
+//!   for byte. Every refusal of the call itself (invalid arguments, key reuse, in progress,
+//!   store unavailable, timeouts, upstream failures) is a tool result with `isError: true`
+//!   and `structuredContent: {code, message, data}`; an unknown tool or a malformed request is
+//!   a JSON-RPC error.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use oncerpc_core::{Context, Dispatcher, DispatcherConfig, MethodSpec, Registry, typed};
+//! use oncerpc_core::protocol::RpcError;
+//! use oncerpc_mcp::{McpServer, Session};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let mut registry = Registry::new();
+//! let charge = typed(|_: Context, p: serde_json::Value| async move { Ok::<_, RpcError>(p["amount"].clone()) });
+//! registry.register("charge", MethodSpec::command(), charge).unwrap();
+//! let server = McpServer::new(Arc::new(Dispatcher::new(registry, DispatcherConfig::default())));
+//! let mut session = Session::new("default");
+//! let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call",
+//!   "params":{"name":"charge","arguments":{"amount":5,"idempotency_key":"order-1"}}}"#;
+//! let first = server.handle(call, &mut session).await.unwrap();
+//! let retry = server.handle(call, &mut session).await.unwrap();
+//! let status = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap()["result"]["_meta"]
+//!     ["io.oncerpc/idempotency-status"].clone();
+//! assert_eq!((status(&first), status(&retry)), ("new".into(), "duplicate".into()));
+//! # });
+//! ```
+
+pub mod call;
+mod metrics;
+pub mod session;
+pub mod stdio;
+pub mod tools;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use oncerpc_core::Dispatcher;
+use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
+use serde_json::{Value, json};
+
+pub use metrics::McpMetrics;
+pub use session::{SessionError, SessionId, SessionTokens};
+pub use tools::Tools;
+
+/// The session-era revisions served, newest first.
+pub const SESSION_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// What a server knows about one client's session.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The tenant every call of the session runs as.
+    pub tenant: Arc<str>,
+    /// The revision `initialize` negotiated; `None` before it.
+    pub version: Option<&'static str>,
+    /// The log level the client asked for (`logging/setLevel`).
+    pub log_level: Option<String>,
+}
+
+impl Session {
+    pub fn new(tenant: impl Into<Arc<str>>) -> Session {
+        Session { tenant: tenant.into(), version: None, log_level: None }
+    }
+}
+
+/// What [`McpServer::answer`] sends back.
+#[derive(Debug)]
+pub struct Answer {
+    /// The answer's bytes; `None`: nothing (notifications).
+    pub body: Option<Vec<u8>>,
+    /// The message was refused whole: not JSON, or a batch the revision does not have.
+    pub refused: bool,
+}
+
+/// The MCP protocol over one dispatcher.
+pub struct McpServer {
+    dispatcher: Arc<Dispatcher>,
+    tools: Tools,
+    metrics: McpMetrics,
+}
+
+impl McpServer {
+    pub fn new(dispatcher: Arc<Dispatcher>) -> McpServer {
+        let tools = Tools::from_registry(dispatcher.registry());
+        McpServer { dispatcher, tools, metrics: McpMetrics::new() }
+    }
+
+    /// The door's counters (register them where `/metrics` gathers).
+    pub fn metrics(&self) -> &McpMetrics {
+        &self.metrics
+    }
+
+    /// The tools this server offers.
+    pub fn tools(&self) -> &Tools {
+        &self.tools
+    }
+
+    /// Answer one message (a request, a notification, or where the revision allows it a
+    /// batch). `None`: nothing to send back (a notification, a batch of them).
+    pub async fn handle(&self, body: &[u8], session: &mut Session) -> Option<Vec<u8>> {
+        self.answer(body, session).await.body
+    }
+
+    /// [`handle`](Self::handle), also saying whether the message was refused whole (not
+    /// JSON, or a batch the revision does not have): HTTP answers that with `400`.
+    pub async fn answer(&self, body: &[u8], session: &mut Session) -> Answer {
+        let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
+        let message = match oncerpc_protocol::parse(body) {
+            Ok(m) => m,
+            Err(e) => {
+                self.metrics.request("other", "refused");
+                tracing::info!(error = %e, "MCP message refused: not JSON");
+                return refused(&e);
+            }
+        };
+        let body = match message {
+            Message::Single(entry) => self.entry(entry, session).await,
+            Message::Batch(entries) if session.version == Some("2025-03-26") && !entries.is_empty() => {
+                let mut answers = Vec::new();
+                for entry in entries {
+                    answers.extend(self.entry(entry, session).await);
+                }
+                (!answers.is_empty()).then(|| {
+                    let mut out = b"[".to_vec();
+                    out.extend(answers.join(&b","[..]));
+                    out.push(b']');
+                    out
+                })
+            }
+            Message::Batch(_) => {
+                self.metrics.request("other", "refused");
+                tracing::info!("MCP batch refused: the revision has none");
+                return refused(&RpcError::invalid_request(
+                    "batches are not part of this protocol revision: send one message at a time",
+                ));
+            }
+        };
+        Answer { body, refused: false }
+    }
+
+    async fn entry(&self, entry: Entry<'_>, session: &mut Session) -> Option<Vec<u8>> {
+        let req = match entry {
+            Entry::Valid(req) => req,
+            Entry::Invalid { id, error } => return Some(error_answer(id, &error)),
+        };
+        let method = oncerpc_core::LogSafe(&req.method);
+        let Some(id) = req.id else {
+            // Notifications (initialized, cancelled, progress, roots changed …): nothing to
+            // answer. A cancelled call runs on: a command keeps its side effect and its
+            // stored outcome, which the retry gets.
+            self.metrics.request(&req.method, "notification");
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP notification");
+            return None;
+        };
+        let mut tool_error = false;
+        let answer = match &*req.method {
+            "initialize" => Ok(self.initialize(&req, session)),
+            "ping" => Ok(Cow::Borrowed("{}")),
+            "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
+            "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
+            "tools/call" => {
+                call::call(&self.dispatcher, &self.tools, &req, id, session).await.map(|(r, e)| {
+                    tool_error = e;
+                    Cow::Owned(r)
+                })
+            }
+            _ => Err(RpcError::method_not_found()),
+        };
+        let outcome = match (&answer, tool_error) {
+            (Err(_), _) => "error",
+            (Ok(_), true) => "tool_error",
+            (Ok(_), false) => "ok",
+        };
+        self.metrics.request(&req.method, outcome);
+        // A call that ran has its access line from the dispatcher; every other message has
+        // this one.
+        if &*req.method != "tools/call" || answer.is_err() {
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, outcome, "MCP message");
+        }
+        Some(match answer {
+            Ok(result) => result_answer(id, &result),
+            Err(e) => error_answer(Some(id), &e),
+        })
+    }
+
+    /// `initialize`: the client's revision when it is one of ours, else the latest.
+    fn initialize(&self, req: &Request<'_>, session: &mut Session) -> Cow<'static, str> {
+        let asked =
+            params_object(req).ok().and_then(|p| p.get("protocolVersion")?.as_str().map(str::to_owned));
+        let version = SESSION_VERSIONS
+            .iter()
+            .copied()
+            .find(|v| Some(*v) == asked.as_deref())
+            .unwrap_or(SESSION_VERSIONS[0]);
+        session.version = Some(version);
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": { "tools": { "listChanged": false }, "logging": {} },
+            "serverInfo": { "name": "oncerpc", "version": env!("CARGO_PKG_VERSION") },
+            "instructions": "Tools that change something are commands: pass an idempotency_key and \
+                reuse the same key when you retry the same call, so it runs once.",
+        });
+        Cow::Owned(result.to_string())
+    }
+}
+
+/// Whether `body` is one `initialize` request (the message that opens a session).
+pub fn is_initialize(body: &[u8]) -> bool {
+    matches!(oncerpc_protocol::parse(body), Ok(Message::Single(Entry::Valid(req))) if req.method == "initialize" && req.id.is_some())
+}
+
+/// `logging/setLevel`: one of the syslog levels MCP names.
+fn set_level(req: &Request<'_>, session: &mut Session) -> Result<(), RpcError> {
+    const LEVELS: [&str; 8] =
+        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+    let params = params_object(req)?;
+    match params.get("level").and_then(Value::as_str) {
+        Some(level) if LEVELS.contains(&level) => {
+            session.log_level = Some(level.to_owned());
+            Ok(())
+        }
+        _ => Err(RpcError::invalid_params(format!("level must be one of {}", LEVELS.join(", ")))),
+    }
+}
+
+/// The `cursor` of a paginated request, if any.
+fn cursor(req: &Request<'_>) -> Result<Option<String>, RpcError> {
+    let params = params_object(req)?;
+    match params.get("cursor") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(c)) => Ok(Some(c.clone())),
+        Some(_) => Err(RpcError::invalid_params("cursor must be a string")),
+    }
+}
+
+/// A request's params as an object (`{}` when absent); an array is `-32602`.
+pub(crate) fn params_object(req: &Request<'_>) -> Result<serde_json::Map<String, Value>, RpcError> {
+    match req.params {
+        None => Ok(serde_json::Map::new()),
+        Some(raw) => match serde_json::from_str::<Value>(raw.get()) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(RpcError::new(ErrorCode::InvalidParams).reason("params must be an object")),
+        },
+    }
+}
+
+fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + 48);
+    match RawValue::from_string(result.to_owned()) {
+        Ok(raw) => oncerpc_protocol::write_result(&mut out, Some(id), &raw),
+        Err(e) => oncerpc_protocol::write_error(&mut out, Some(id), &RpcError::internal(e)),
+    }
+    out
+}
+
+fn error_answer(id: Option<Id<'_>>, error: &RpcError) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    oncerpc_protocol::write_error(&mut out, id, error);
+    out
+}

@@ -1,0 +1,65 @@
+//! The MCP door's metrics: `oncerpc_mcp_requests_total{method,outcome}` and
+//! `oncerpc_mcp_sessions_total{event}`. Labels are bounded: MCP's own method names (anything
+//! else is `other`) and a handful of outcomes.
+
+use prometheus::{IntCounterVec, Opts, Registry};
+
+/// The door's counters; register them where `/metrics` gathers ([`McpMetrics::register`]).
+#[derive(Clone)]
+pub struct McpMetrics {
+    requests: IntCounterVec,
+    sessions: IntCounterVec,
+}
+
+/// The method label of a message.
+pub(crate) fn method_label(method: &str) -> &'static str {
+    match method {
+        "initialize" => "initialize",
+        "ping" => "ping",
+        "logging/setLevel" => "logging/setLevel",
+        "tools/list" => "tools/list",
+        "tools/call" => "tools/call",
+        m if m.starts_with("notifications/") => "notification",
+        _ => "other",
+    }
+}
+
+impl McpMetrics {
+    pub fn new() -> McpMetrics {
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_mcp_requests_total",
+                "MCP messages by method and outcome: ok, error (a JSON-RPC error), tool_error (a tool result with isError), notification, refused (not JSON, or a batch the revision lacks)",
+            ),
+            &["method", "outcome"],
+        )
+        .expect("valid metric");
+        let sessions = IntCounterVec::new(
+            Opts::new("oncerpc_mcp_sessions_total", "MCP sessions opened and ended (DELETE) by this process"),
+            &["event"],
+        )
+        .expect("valid metric");
+        McpMetrics { requests, sessions }
+    }
+
+    /// Add the counters to `registry` (the front door's).
+    pub fn register(&self, registry: &Registry) {
+        let _ = registry.register(Box::new(self.requests.clone()));
+        let _ = registry.register(Box::new(self.sessions.clone()));
+    }
+
+    pub(crate) fn request(&self, method: &str, outcome: &str) {
+        self.requests.with_label_values(&[method_label(method), outcome]).inc();
+    }
+
+    /// A session `opened` or `ended`.
+    pub fn session(&self, event: &str) {
+        self.sessions.with_label_values(&[event]).inc();
+    }
+}
+
+impl Default for McpMetrics {
+    fn default() -> Self {
+        McpMetrics::new()
+    }
+}

@@ -1,0 +1,155 @@
+//! Session ids of the session era over HTTP (`Mcp-Session-Id`): signed tokens, so that any
+//! replica sharing the secret accepts a session another one opened, with no sticky routing and
+//! no store round trip.
+//!
+//! A token names its tenant, the negotiated revision and when it was issued, and carries an
+//! HMAC-SHA256 over them: `<tenant, base64url>.<revision>.<issued ms>.<nonce>.<mac>`. It is
+//! refused when the MAC does not match (forged, or another deployment's secret), when it is
+//! older than [`SESSION_LIFETIME`], or when it was ended here (`DELETE`). The ended set is
+//! this process's (bounded): another replica honours an ended session until it expires.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::SESSION_VERSIONS;
+
+/// How long a session lives after `initialize`.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// Ended sessions remembered (the oldest are forgotten first; they expire anyway).
+const ENDED_KEPT: usize = 100_000;
+
+/// A verified session: its tenant and revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionId {
+    pub tenant: String,
+    pub version: &'static str,
+    pub issued_ms: u64,
+}
+
+/// Why a session id is refused: every one is answered `404` (start a new session).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("unknown session")]
+    Unknown,
+    #[error("the session expired")]
+    Expired,
+    #[error("the session was ended")]
+    Ended,
+}
+
+/// Issues and checks session ids with one secret.
+pub struct SessionTokens {
+    secret: Vec<u8>,
+    ended: Mutex<(HashMap<String, u64>, VecDeque<String>)>,
+}
+
+impl SessionTokens {
+    /// Tokens signed with `secret` (replicas that share it accept each other's sessions);
+    /// `None`: a random secret of this process.
+    pub fn new(secret: Option<&[u8]>) -> SessionTokens {
+        let secret = match secret {
+            Some(s) => s.to_vec(),
+            None => (0..4).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect(),
+        };
+        SessionTokens { secret, ended: Mutex::new((HashMap::new(), VecDeque::new())) }
+    }
+
+    /// A new session id for `tenant` at revision `version`.
+    pub fn issue(&self, tenant: &str, version: &str, now_ms: u64) -> String {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
+        let body = format!("{}.{version}.{now_ms}.{nonce}", URL_SAFE_NO_PAD.encode(tenant));
+        let mac = self.mac(&body);
+        format!("{body}.{mac}")
+    }
+
+    /// Check a session id presented at `now_ms`.
+    pub fn verify(&self, token: &str, now_ms: u64) -> Result<SessionId, SessionError> {
+        let (body, mac) = token.rsplit_once('.').ok_or(SessionError::Unknown)?;
+        let expected = self.mac(body);
+        // Constant time: a MAC compared byte by byte would leak how much of a forgery fits.
+        if expected.len() != mac.len()
+            || !bool::from(subtle::ConstantTimeEq::ct_eq(expected.as_bytes(), mac.as_bytes()))
+        {
+            return Err(SessionError::Unknown);
+        }
+        let mut parts = body.split('.');
+        let (Some(tenant), Some(version), Some(issued), Some(_nonce), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(SessionError::Unknown);
+        };
+        let tenant = URL_SAFE_NO_PAD.decode(tenant).ok().and_then(|t| String::from_utf8(t).ok());
+        let version = SESSION_VERSIONS.iter().copied().find(|v| *v == version);
+        let (Some(tenant), Some(version), Ok(issued_ms)) = (tenant, version, issued.parse::<u64>()) else {
+            return Err(SessionError::Unknown);
+        };
+        if now_ms.saturating_sub(issued_ms) > SESSION_LIFETIME.as_millis() as u64 {
+            return Err(SessionError::Expired);
+        }
+        if self.ended.lock().map(|e| e.0.contains_key(token)).unwrap_or(false) {
+            return Err(SessionError::Ended);
+        }
+        Ok(SessionId { tenant, version, issued_ms })
+    }
+
+    /// End a session (`DELETE`): this process refuses it from now on.
+    pub fn end(&self, token: &str) {
+        if let Ok(mut ended) = self.ended.lock() {
+            let (set, order) = &mut *ended;
+            if set.insert(token.to_owned(), 0).is_none() {
+                order.push_back(token.to_owned());
+                while order.len() > ENDED_KEPT {
+                    if let Some(old) = order.pop_front() {
+                        set.remove(&old);
+                    }
+                }
+            }
+        }
+    }
+
+    fn mac(&self, body: &str) -> String {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret).expect("HMAC takes any key length");
+        mac.update(body.as_bytes());
+        mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_accepted_by_any_holder_of_the_secret_and_names_its_tenant() {
+        let a = SessionTokens::new(Some(b"shared"));
+        let b = SessionTokens::new(Some(b"shared"));
+        let t = a.issue("acme.eu", "2025-06-18", 1_000);
+        assert_eq!(
+            b.verify(&t, 2_000),
+            Ok(SessionId { tenant: "acme.eu".into(), version: "2025-06-18", issued_ms: 1_000 })
+        );
+        let other = SessionTokens::new(Some(b"another deployment"));
+        assert_eq!(other.verify(&t, 2_000), Err(SessionError::Unknown));
+        assert_eq!(SessionTokens::new(None).verify(&t, 2_000), Err(SessionError::Unknown));
+    }
+
+    #[test]
+    fn forged_expired_and_ended_tokens_are_refused() {
+        let s = SessionTokens::new(Some(b"k"));
+        let t = s.issue("acme", "2025-11-25", 1_000);
+        let forged = t.replacen(&URL_SAFE_NO_PAD.encode("acme"), &URL_SAFE_NO_PAD.encode("beta"), 1);
+        assert_eq!(s.verify(&forged, 2_000), Err(SessionError::Unknown), "another tenant's name");
+        for garbage in ["", "x", "a.b.c.d.e", "....", &t[..t.len() - 1]] {
+            assert_eq!(s.verify(garbage, 2_000), Err(SessionError::Unknown), "{garbage:?}");
+        }
+        let late = 1_000 + SESSION_LIFETIME.as_millis() as u64 + 1;
+        assert_eq!(s.verify(&t, late), Err(SessionError::Expired));
+        s.end(&t);
+        assert_eq!(s.verify(&t, 2_000), Err(SessionError::Ended));
+    }
+}

@@ -1,0 +1,34 @@
+//! `oncerpc mcp`: the MCP door on stdin/stdout, newline-delimited JSON (one message a line),
+//! logs only on stderr, for desktop hosts that start the server as a command. One process is
+//! one session of the default tenant; the loop, framing and signal handling are the stdio
+//! daemon's ([`oncerpc_stdio::serve`]).
+
+use std::future::Future;
+
+use oncerpc_stdio::Exit;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::{McpServer, Session};
+
+/// Serve one MCP session from `input` to `output` until EOF or `shutdown`.
+pub async fn run<R, W>(
+    server: &McpServer,
+    input: R,
+    output: W,
+    max_body: usize,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<Exit>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
+    oncerpc_stdio::serve(
+        async |body: &[u8]| server.handle(body, &mut session).await,
+        input,
+        output,
+        max_body,
+        shutdown,
+    )
+    .await
+}

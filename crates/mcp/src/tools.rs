@@ -1,0 +1,178 @@
+//! The registry as MCP tools (`tools/list`), made once when the server starts.
+//!
+//! A tool is a method that takes an id: `rpc.*`, methods that accept notifications (the
+//! fire-and-forget ones) and webhook methods (served only with a verified signature) are not
+//! tools. Its `inputSchema` is the params schema (`{"type":"object"}` without one: MCP
+//! arguments are always an object), and a command's gains an `idempotency_key` property.
+//! Annotations follow the kind: a query is `readOnlyHint`, a command is not read-only but is
+//! `idempotentHint` (it is, here: a retry with the same key runs nothing again).
+
+use std::collections::HashMap;
+
+use oncerpc_core::{Kind, MethodSpec, Registry};
+use oncerpc_protocol::RpcError;
+use serde_json::{Value, json};
+
+/// Tools in one `tools/list` page.
+pub const PAGE_SIZE: usize = 100;
+
+/// What the `idempotency_key` property tells a model: it reads a tool's description as its
+/// whole specification, and a server that says "a unique key per request" gets a new key on
+/// every retry, and runs the retry again.
+pub const KEY_DESCRIPTION: &str = "Idempotency key for this call: any string of 3-128 characters \
+    (letters, digits, '-', '_', '.'). Make one up for a new action, and when you retry the same \
+    action (after a timeout, an error or a lost answer) send the SAME key again with the same \
+    arguments: the action then runs only once and the retry gets its result. A different key \
+    is a different action.";
+
+/// One tool: its name, kind and the JSON `tools/list` shows for it.
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    pub kind: Kind,
+    pub json: Value,
+}
+
+/// The tools of one registry, in name order.
+#[derive(Debug, Clone, Default)]
+pub struct Tools {
+    list: Vec<Tool>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Tools {
+    pub fn from_registry(registry: &Registry) -> Tools {
+        let mut tools = Tools::default();
+        for name in registry.names() {
+            let Some(spec) = registry.spec(name) else { continue };
+            if name.starts_with("rpc.") || spec.notification_allowed || spec.signed {
+                continue;
+            }
+            tools.by_name.insert(name.to_owned(), tools.list.len());
+            tools.list.push(Tool { name: name.to_owned(), kind: spec.kind, json: tool_json(name, spec) });
+        }
+        tools
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Tool> {
+        self.by_name.get(name).map(|&i| &self.list[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The `tools/list` result from `cursor` (`None`: the first page). The cursor is the
+    /// position of the page's first tool; one that is not a cursor of ours is `-32602`.
+    pub fn page(&self, cursor: Option<&str>) -> Result<String, RpcError> {
+        let from = match cursor {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n <= self.list.len())
+                .ok_or_else(|| RpcError::invalid_params("invalid cursor: pass nextCursor as it came"))?,
+        };
+        let to = (from + PAGE_SIZE).min(self.list.len());
+        let mut page = json!({ "tools": self.list[from..to].iter().map(|t| &t.json).collect::<Vec<_>>() });
+        if to < self.list.len() {
+            page["nextCursor"] = json!(to.to_string());
+        }
+        Ok(page.to_string())
+    }
+}
+
+fn tool_json(name: &str, spec: &MethodSpec) -> Value {
+    let mut schema = match &spec.params_schema {
+        Some(s @ Value::Object(o)) if o.get("type").is_none_or(|t| t == "object") => s.clone(),
+        _ => json!({ "type": "object" }),
+    };
+    if schema.get("type").is_none() {
+        schema["type"] = json!("object");
+    }
+    let annotations = match spec.kind {
+        Kind::Query => json!({ "readOnlyHint": true }),
+        Kind::Command => {
+            let props =
+                schema.as_object_mut().expect("an object schema").entry("properties").or_insert(json!({}));
+            if let Value::Object(props) = props {
+                props.insert(
+                    "idempotency_key".into(),
+                    json!({ "type": "string", "description": KEY_DESCRIPTION }),
+                );
+            }
+            json!({ "readOnlyHint": false, "idempotentHint": true })
+        }
+    };
+    let mut tool = json!({ "name": name, "inputSchema": schema, "annotations": annotations });
+    if let Some(d) = &spec.description {
+        tool["description"] = json!(d);
+    }
+    tool
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oncerpc_core::{Context, typed};
+
+    fn registry() -> Registry {
+        let mut r = Registry::new();
+        let h = || typed(|_c: Context, _p: Value| async { Ok::<_, RpcError>(1) });
+        let schema =
+            json!({ "type": "object", "required": ["sku"], "properties": { "sku": { "type": "string" } } });
+        let mut pay = MethodSpec::command();
+        pay.description = Some("Charge a card".into());
+        pay.params_schema = Some(schema);
+        r.register("pay", pay, h()).unwrap();
+        r.register("balance", MethodSpec::query(), h()).unwrap();
+        let mut note = MethodSpec::query();
+        note.notification_allowed = true;
+        r.register("note", note, h()).unwrap();
+        for i in 0..150 {
+            r.register(&format!("q.{i:03}"), MethodSpec::query(), h()).unwrap();
+        }
+        r
+    }
+
+    #[test]
+    fn commands_get_a_key_property_and_annotations_follow_the_kind() {
+        let tools = Tools::from_registry(&registry());
+        assert!(tools.get("note").is_none(), "notification methods are not tools");
+        let pay = &tools.get("pay").unwrap().json;
+        assert_eq!(pay["description"], "Charge a card");
+        assert_eq!(pay["inputSchema"]["required"], json!(["sku"]));
+        assert_eq!(pay["inputSchema"]["properties"]["idempotency_key"]["type"], "string");
+        let told = pay["inputSchema"]["properties"]["idempotency_key"]["description"].as_str().unwrap();
+        assert!(told.contains("SAME key"), "the model is told to reuse the key: {told}");
+        assert_eq!(pay["annotations"], json!({ "readOnlyHint": false, "idempotentHint": true }));
+        let balance = &tools.get("balance").unwrap().json;
+        assert_eq!(balance["inputSchema"], json!({ "type": "object" }));
+        assert_eq!(balance["annotations"], json!({ "readOnlyHint": true }));
+    }
+
+    #[test]
+    fn pages_reach_every_tool_once_and_bad_cursors_are_refused() {
+        let tools = Tools::from_registry(&registry());
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page: Value = serde_json::from_str(&tools.page(cursor.as_deref()).unwrap()).unwrap();
+            names.extend(
+                page["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()),
+            );
+            match page["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+        assert_eq!(names.len(), 152);
+        assert_eq!(names.len(), tools.len());
+        assert!(tools.page(Some("x")).is_err());
+        assert!(tools.page(Some("100000")).is_err());
+    }
+}

@@ -1,0 +1,199 @@
+//! The MCP door over a real dispatcher and store: the session-era handshake, tools, and the
+//! promise — a tool call retried with the same key runs once, whichever door sent it first.
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use oncerpc_core::{
+    Context, Dispatcher, DispatcherConfig, MemoryStore, MethodSpec, Mode, Registry, RequestMeta, typed,
+};
+use oncerpc_mcp::{McpServer, Session};
+use oncerpc_protocol::RpcError;
+use serde_json::{Value, json};
+
+fn server(mode: Mode) -> (McpServer, Arc<Dispatcher>, Arc<AtomicUsize>) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut registry = Registry::new();
+    let r = runs.clone();
+    let mut pay = MethodSpec::command();
+    pay.params_schema = Some(json!({ "type": "object", "required": ["amount"] }));
+    registry
+        .register(
+            "pay",
+            pay,
+            typed(move |_c: Context, p: Value| {
+                let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+                async move { Ok::<_, RpcError>(json!({ "charged": p["amount"], "run": n })) }
+            }),
+        )
+        .unwrap();
+    registry
+        .register(
+            "add",
+            MethodSpec::query(),
+            typed(|_c: Context, p: Value| async move {
+                Ok::<_, RpcError>(p["a"].as_i64().unwrap_or(0) + p["b"].as_i64().unwrap_or(0))
+            }),
+        )
+        .unwrap();
+    let mut config = DispatcherConfig::default();
+    config.idempotency.mode = mode;
+    let d = Arc::new(Dispatcher::with_store(registry, config, Arc::new(MemoryStore::default())));
+    (McpServer::new(d.clone()), d, runs)
+}
+
+async fn send(s: &McpServer, session: &mut Session, msg: Value) -> Option<Value> {
+    let out = s.handle(msg.to_string().as_bytes(), session).await?;
+    Some(serde_json::from_slice(&out).expect("an answer is JSON"))
+}
+
+async fn initialized(s: &McpServer, version: &str) -> Session {
+    let mut session = Session::new("default");
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name":"t","version":"1"}}});
+    let a = send(s, &mut session, init).await.unwrap();
+    assert!(a["result"]["capabilities"]["tools"].is_object(), "{a}");
+    assert!(
+        send(s, &mut session, json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.is_none()
+    );
+    session
+}
+
+fn call(id: u64, name: &str, args: Value, meta: Option<Value>) -> Value {
+    let mut params = json!({ "name": name, "arguments": args });
+    if let Some(m) = meta {
+        params["_meta"] = m;
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params })
+}
+
+#[tokio::test]
+async fn initialize_negotiates_a_session_revision() {
+    let (s, _, _) = server(Mode::Dev);
+    for (asked, got) in
+        [("2025-03-26", "2025-03-26"), ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")]
+    {
+        let mut session = Session::new("default");
+        let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion": asked}});
+        let a = send(&s, &mut session, init).await.unwrap();
+        assert_eq!(a["result"]["protocolVersion"], got);
+        assert_eq!(a["result"]["serverInfo"]["name"], "oncerpc");
+    }
+    let mut session = Session::new("default");
+    assert_eq!(
+        send(&s, &mut session, json!({"jsonrpc":"2.0","id":"p","method":"ping"})).await.unwrap()["result"],
+        json!({})
+    );
+    let unknown =
+        send(&s, &mut session, json!({"jsonrpc":"2.0","id":2,"method":"resources/list"})).await.unwrap();
+    assert_eq!(unknown["error"]["code"], -32601, "no resources: {unknown}");
+}
+
+#[tokio::test]
+async fn a_command_retried_with_the_same_key_runs_once() {
+    let (s, _, runs) = server(Mode::Dev);
+    let mut session = initialized(&s, "2025-06-18").await;
+    let first =
+        send(&s, &mut session, call(1, "pay", json!({"amount": 5, "idempotency_key": "pay-1"}), None))
+            .await
+            .unwrap();
+    let again =
+        send(&s, &mut session, call(2, "pay", json!({"amount": 5, "idempotency_key": "pay-1"}), None))
+            .await
+            .unwrap();
+    assert_eq!(first["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{first}");
+    assert_eq!(again["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{again}");
+    assert_eq!(again["result"]["_meta"]["io.oncerpc/idempotency-key"], "pay-1");
+    assert_eq!(first["result"]["content"], again["result"]["content"], "the stored result, byte for byte");
+    assert_eq!(again["result"]["structuredContent"], json!({"charged": 5, "run": 1}));
+    // The key in _meta works the same, and both ways name one record.
+    let meta = Some(json!({"io.oncerpc/idempotency-key": "pay-1"}));
+    let by_meta = send(&s, &mut session, call(3, "pay", json!({"amount": 5}), meta)).await.unwrap();
+    assert_eq!(by_meta["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{by_meta}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+
+    let other =
+        send(&s, &mut session, call(4, "pay", json!({"amount": 6, "idempotency_key": "pay-1"}), None))
+            .await
+            .unwrap();
+    assert_eq!(other["result"]["isError"], true, "{other}");
+    assert_eq!(other["result"]["structuredContent"]["code"], -32002);
+    let clash = Some(json!({"io.oncerpc/idempotency-key": "pay-2"}));
+    let clash =
+        send(&s, &mut session, call(5, "pay", json!({"amount": 5, "idempotency_key": "pay-3"}), clash))
+            .await
+            .unwrap();
+    assert_eq!(clash["result"]["structuredContent"]["code"], -32602, "two different keys: {clash}");
+    let invalid =
+        send(&s, &mut session, call(6, "pay", json!({"idempotency_key": "pay-4"}), None)).await.unwrap();
+    assert_eq!(invalid["result"]["isError"], true, "schema: {invalid}");
+    assert_eq!(invalid["result"]["structuredContent"]["code"], -32602);
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "refused calls ran nothing");
+}
+
+#[tokio::test]
+async fn a_command_sent_over_rpc_is_a_duplicate_over_mcp() {
+    let (s, d, runs) = server(Mode::Dev);
+    let body =
+        br#"{"jsonrpc":"2.0","method":"pay","params":{"amount":9,"idempotency_key":"cross-1"},"id":1}"#;
+    let reply = d.handle(body, &RequestMeta::default()).await;
+    let rpc: Value = serde_json::from_slice(&reply.body.unwrap()).unwrap();
+    let mut session = initialized(&s, "2025-11-25").await;
+    let a = send(&s, &mut session, call(1, "pay", json!({"amount": 9, "idempotency_key": "cross-1"}), None))
+        .await
+        .unwrap();
+    assert_eq!(a["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{a}");
+    assert_eq!(a["result"]["structuredContent"], rpc["result"]);
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn production_mode_requires_a_key_for_commands_but_not_queries() {
+    let (s, _, runs) = server(Mode::Production);
+    let mut session = initialized(&s, "2025-06-18").await;
+    let a = send(&s, &mut session, call(1, "pay", json!({"amount": 1}), None)).await.unwrap();
+    assert_eq!(a["result"]["isError"], true, "{a}");
+    assert_eq!(a["result"]["structuredContent"]["code"], -32602);
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+    let q = send(&s, &mut session, call(2, "add", json!({"a": 2, "b": 3}), None)).await.unwrap();
+    assert_eq!(q["result"]["structuredContent"], json!({"result": 5}), "{q}");
+    assert_eq!(q["result"]["content"][0]["text"], "5");
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_clear_error_and_runs_nothing() {
+    let (s, _, runs) = server(Mode::Dev);
+    let mut session = initialized(&s, "2025-06-18").await;
+    let parse = s.handle(b"{not json", &mut session).await.unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&parse).unwrap()["error"]["code"], -32700);
+    let unknown = send(&s, &mut session, call(1, "nope", json!({}), None)).await.unwrap();
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let no_name = send(&s, &mut session, json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{}}))
+        .await
+        .unwrap();
+    assert_eq!(no_name["error"]["code"], -32602);
+    let args = send(
+        &s,
+        &mut session,
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"pay","arguments":[1]}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(args["error"]["code"], -32602);
+    let cursor = send(
+        &s,
+        &mut session,
+        json!({"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"cursor":"zz"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(cursor["error"]["code"], -32602);
+    // Batches were removed after 2025-03-26.
+    let batch = json!([{"jsonrpc":"2.0","id":5,"method":"ping"}]).to_string();
+    let refused: Value =
+        serde_json::from_slice(&s.handle(batch.as_bytes(), &mut session).await.unwrap()).unwrap();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let mut old = initialized(&s, "2025-03-26").await;
+    let served: Value = serde_json::from_slice(&s.handle(batch.as_bytes(), &mut old).await.unwrap()).unwrap();
+    assert_eq!(served, json!([{"jsonrpc":"2.0","result":{},"id":5}]));
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
