@@ -152,6 +152,9 @@ async fn the_typescript_sdk_over_streamable_http_calls_a_command_twice_and_it_ru
     assert_ran_once(&seen, &up);
 }
 
+/// A refusal case: what, the API key, the headers, the body, the expected status.
+type Case<'a> = (&'a str, Option<&'a str>, Vec<(&'a str, String)>, String, u16);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refusal_has_its_status_and_nothing_runs() {
     let up = Upstream::start().await;
@@ -171,7 +174,7 @@ async fn every_refusal_has_its_status_and_nothing_runs() {
     let sid = open(&h, ACME).await;
     let with =
         |sid: &str| vec![("Mcp-Session-Id", sid.to_owned()), ("MCP-Protocol-Version", "2025-06-18".into())];
-    let cases: Vec<(&str, Option<&str>, Vec<(&str, String)>, String, u16)> = vec![
+    let cases: Vec<Case> = vec![
         ("no session", Some(ACME), vec![], call(2, "A", "k-nosession"), 400),
         ("unknown session", Some(ACME), with("not-a-session"), call(3, "A", "k-unknown"), 404),
         ("another tenant's session", Some(BETA), with(&sid), call(4, "A", "k-beta"), 404),

@@ -51,7 +51,7 @@ pub(crate) async fn post(
 ) -> Response {
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
     if let Err(resp) = origin_allowed(&st, &headers) {
-        return resp;
+        return *resp;
     }
     let bytes = match read_body(&st, body, &headers, crate::rpc::too_large, crate::rpc::timed_out).await {
         Ok(b) => b,
@@ -107,7 +107,7 @@ pub(crate) async fn post(
 pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
     if let Err(resp) = origin_allowed(&st, &headers) {
-        return resp;
+        return *resp;
     }
     let tenant = match st.authenticate(&headers, uri.query()) {
         Ok(t) => t,
@@ -138,7 +138,7 @@ pub(crate) async fn get(State(st): State<Arc<AppState>>) -> Response {
 
 /// DNS rebinding: a browser page of another origin must not reach a local server. No
 /// `Origin` (not a browser) is allowed; loopback origins and the CORS allowlist are.
-fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Response> {
+fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Box<Response>> {
     let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
     let origin = origin.to_str().unwrap_or("");
     let host = origin.split_once("://").map_or("", |(_, rest)| rest);
@@ -156,11 +156,11 @@ fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Response> {
     }
     st.dispatcher.metrics().overloaded("mcp_origin");
     tracing::info!(origin = %oncerpc_core::LogSafe(origin), "MCP request from a foreign origin refused");
-    Err(crate::json_response(
+    Err(Box::new(crate::json_response(
         StatusCode::FORBIDDEN,
         r#"{"code":"403","message":"origin not allowed: only loopback and the CORS allowlist reach /mcp"}"#,
         None,
-    ))
+    )))
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
