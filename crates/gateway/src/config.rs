@@ -626,7 +626,7 @@ impl Config {
             }
         }
         let mut methods = std::collections::HashSet::new();
-        for m in &self.methods {
+        for (i, m) in self.methods.iter().enumerate() {
             if !methods.insert(m.name.as_str()) {
                 return Err(invalid(format!("methods: {:?} is configured twice", m.name)));
             }
@@ -664,7 +664,7 @@ impl Config {
                 }
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
-            crate::webhooks::validate(self, m)?;
+            crate::webhooks::validate(self, i, m)?;
         }
         self.validate_production()?;
         if self.demo_enabled() {

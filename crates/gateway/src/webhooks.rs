@@ -86,10 +86,20 @@ pub fn verifier(cfg: &Config, m: &MethodConfig) -> Result<Option<oncerpc_http::V
         .map_err(|e| invalid(m, e))
 }
 
-/// Checks serde cannot express: one key source, and a verifier that can be built.
-pub fn validate(cfg: &Config, m: &MethodConfig) -> Result<(), ConfigError> {
+/// An error about key `key` of the `i`-th method: `methods[i].key ("name"): …`.
+fn invalid_at(i: usize, m: &MethodConfig, key: &str, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid(format!("methods[{i}].{key} ({:?}): {msg}", m.name))
+}
+
+/// Checks serde cannot express, for the `i`-th method: one key source, a fingerprint subset
+/// that can work, and a verifier that can be built.
+pub fn validate(cfg: &Config, i: usize, m: &MethodConfig) -> Result<(), ConfigError> {
     if m.key_from.is_some() && m.key_header.is_some() {
         return Err(invalid(m, "key_from and key_header: set one of them, not both"));
+    }
+    if let Some(pointers) = &m.fingerprint_from {
+        oncerpc_core::derived::check_fingerprint_pointers(pointers)
+            .map_err(|e| invalid_at(i, m, "fingerprint_from", e))?;
     }
     verifier(cfg, m)?;
     Ok(())

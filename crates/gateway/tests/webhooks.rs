@@ -550,11 +550,23 @@ fn check_config_shows_no_secret_and_names_what_is_wrong() {
         ("key_from = \"/id\"\nkey_header = \"webhook-id\"", "not both"),
         ("key_from = \"id\"", "JSON pointer"),
         ("key_header = \"bad header\"", "not a header name"),
-        ("fingerprint_from = []", "at least one JSON pointer"),
+        ("fingerprint_from = []", "methods[0].fingerprint_from (\"gh\"): name at least one JSON pointer"),
+        // Each pointer would be one member of the fingerprint document, named twice: every
+        // request would be 400.
+        (
+            "fingerprint_from = [\"/a\", \"/b\", \"/a\"]",
+            "methods[0].fingerprint_from (\"gh\"): \"/a\" is listed twice",
+        ),
     ] {
         let (ok, text) = check(&method(extra), &[]);
         assert!(!ok, "{extra} was accepted: {text}");
         assert!(text.contains(expected), "{extra}: expected {expected:?} in {text}");
-        assert!(text.contains("methods.gh"), "the error names the method: {text}");
+        assert!(
+            text.contains("methods.gh") || text.contains("(\"gh\")"),
+            "the error names the method: {text}"
+        );
     }
+    // A pointer inside another is its own member of the fingerprint: accepted.
+    let (ok, text) = check(&method("fingerprint_from = [\"/a\", \"/a/b\"]"), &[]);
+    assert!(ok, "{text}");
 }
