@@ -135,7 +135,7 @@ impl Flow {
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         let mut input = first_input(params)?;
         let mut chosen: Option<String> = None;
         let last = self.steps.len() - 1;
@@ -228,10 +228,11 @@ impl Flow {
             match outcome {
                 Ok(output) => return (Ok(output), attempt),
                 Err((e, Attempt::Transient(asked))) if attempt < step.retry.attempts => {
-                    let wait = step.retry.wait(attempt, asked, retry::unit());
-                    if Instant::now() + wait >= deadline {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let Some(wait) = retry::next_wait(&step.retry, attempt, asked, retry::unit(), left)
+                    else {
                         return (Err(e), attempt);
-                    }
+                    };
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
@@ -353,6 +354,15 @@ async fn read_capped(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// `timeout` from now, or as far as the clock goes (a `timeout_ms` of centuries never
+/// overflows an `Instant`).
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+        .unwrap_or(now)
 }
 
 /// At most the first `limit` bytes of a body (what could be read; errors end it).
