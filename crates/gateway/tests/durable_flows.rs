@@ -61,38 +61,13 @@ async fn kill_during_step_two(store_url: &str, restart: bool) {
     let config = config(&dir, store_url, &up, &method);
     let mut a = Gateway::start(&["--config", &config]);
     let mut b = (!restart).then(|| Gateway::start(&["--config", &config]));
-    let client = common::http_client();
-    let resp = client
-        .post(a.url(&format!("/v2/flows/{method}")))
-        .header("X-Idempotency-Key", unique("ship"))
-        .body(r#"{"sku":"A-1","qty":2}"#)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "accepted as an async event: {}", resp.status());
-    let id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
-    for _ in 0..2000 {
-        if up.count("pack") == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!((up.count("reserve"), up.count("pack")), (1, 1), "step 2 is in flight");
-    a.kill9();
-    up.set_delay(0, &[]);
+    let id = accept_and_kill_in_step_two(&mut a, &method, &up, r#"{"sku":"A-1","qty":2}"#).await;
     let b = match b.take() {
         Some(b) => b,
         None => Gateway::start(&["--config", &config]),
     };
 
-    let mut event = Value::Null;
-    for _ in 0..300 {
-        event = client.get(b.url(&format!("/v2/events/{id}"))).send().await.unwrap().json().await.unwrap();
-        if event["status"] != "processing" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let event = finished(&b, &id).await;
     assert_eq!(event["status"], "succeeded", "{store_url}: {event}");
     assert_eq!(up.count("reserve"), 1, "{store_url}: step 1 is never called again");
     assert!(up.count("pack") <= 2, "{store_url}: step 2 at most twice");
@@ -181,6 +156,41 @@ async fn postgres_another_replica_resumes_the_flow_after_its_last_finished_step(
     }
 }
 
+/// Post `body` as an async event of `method` to `a` (whose `pack` step is slow), and kill `a`
+/// with `kill -9` once `reserve` finished and `pack` is in flight: the event's id.
+async fn accept_and_kill_in_step_two(
+    a: &mut Gateway,
+    method: &str,
+    up: &Upstream,
+    body: &'static str,
+) -> String {
+    let resp = common::http_client()
+        .post(a.url(&format!("/v2/flows/{method}")))
+        .header("X-Idempotency-Key", unique("ship"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "accepted as an async event: {}", resp.status());
+    let id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
+    for _ in 0..2000 {
+        if up.count("pack") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!((up.count("reserve"), up.count("pack")), (1, 1), "step 2 is in flight");
+    a.kill9();
+    up.set_delay(0, &[]);
+    id
+}
+
+/// The names of an event's steps, in order.
+fn step_names(event: &Value) -> Vec<&str> {
+    let steps = event["steps"].as_array().unwrap_or_else(|| panic!("no steps: {event}"));
+    steps.iter().map(|s| s["name"].as_str().unwrap_or("?")).collect()
+}
+
 /// The event `id` once it is no longer processing (as `gw` serves it).
 async fn finished(gw: &Gateway, id: &str) -> Value {
     let client = common::http_client();
@@ -205,24 +215,7 @@ async fn deploy_during_step_two(dir: &TempDir, steps: &[&str]) -> (Gateway, Stri
     let method = unique("ship").replace('-', "_");
     let before = config_with(dir, "before.toml", &store, &up, &method, &["reserve", "pack", "send"]);
     let mut a = Gateway::start(&["--config", &before]);
-    let resp = common::http_client()
-        .post(a.url(&format!("/v2/flows/{method}")))
-        .header("X-Idempotency-Key", unique("ship"))
-        .body(r#"{"sku":"A-1"}"#)
-        .send()
-        .await
-        .unwrap();
-    assert!(resp.status().is_success(), "accepted as an async event: {}", resp.status());
-    let id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
-    for _ in 0..2000 {
-        if up.count("pack") == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    assert_eq!((up.count("reserve"), up.count("pack")), (1, 1), "step 2 is in flight");
-    a.kill9();
-    up.set_delay(0, &[]);
+    let id = accept_and_kill_in_step_two(&mut a, &method, &up, r#"{"sku":"A-1"}"#).await;
     let after = config_with(dir, "after.toml", &store, &up, &method, steps);
     (Gateway::start(&["--config", &after]), id, up)
 }
@@ -242,9 +235,7 @@ async fn a_deploy_adding_a_step_after_the_finished_ones_resumes_by_name_and_runs
     assert_eq!(body("audit")["step"], "reserve", "the new step gets the finished step's output");
     assert_eq!(body("pack")["step"], "audit", "the next step gets the new step's output");
     assert_eq!(event["result"]["input"]["step"], "pack", "{event}");
-    let steps = event["steps"].as_array().unwrap_or_else(|| panic!("no steps: {event}"));
-    let names: Vec<_> = steps.iter().map(|s| s["name"].as_str().unwrap_or("?")).collect();
-    assert_eq!(names, ["reserve", "audit", "pack", "send"], "{event}");
+    assert_eq!(step_names(&event), ["reserve", "audit", "pack", "send"], "{event}");
 }
 
 /// A deploy inserting `audit` before the finished `reserve`: by position, `audit` was skipped
@@ -266,9 +257,7 @@ async fn a_deploy_adding_a_step_before_a_finished_one_fails_the_event_clearly() 
     );
     let counts = |up: &Upstream| ["audit", "reserve", "pack", "send"].map(|s| up.count(s));
     assert_eq!(counts(&up), [0, 1, 1, 0], "no step ran after the take-over: {event}");
-    let steps = event["steps"].as_array().unwrap_or_else(|| panic!("no steps: {event}"));
-    let names: Vec<_> = steps.iter().map(|s| s["name"].as_str().unwrap_or("?")).collect();
-    assert_eq!(names, ["reserve"], "only the finished step is shown: {event}");
+    assert_eq!(step_names(&event), ["reserve"], "only the finished step is shown: {event}");
 
     let retry = common::http_client().post(b.url(&format!("/v2/events/{id}/retry"))).send().await.unwrap();
     assert_eq!(retry.status(), 202, "{:?}", retry.text().await);

@@ -48,6 +48,12 @@ fn python() -> Option<String> {
     None
 }
 
+/// examples/webhooks.toml, as shipped.
+fn shipped_example() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/webhooks.toml"))
+        .expect("examples/webhooks.toml")
+}
+
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
@@ -443,11 +449,8 @@ async fn the_shipped_example_runs_a_replayed_github_delivery_once() {
     let Some(py) = python() else { return };
     let up = Upstream::start().await;
     let dir = TempDir::new("webhooks-example");
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/webhooks.toml"))
-            .expect("examples/webhooks.toml");
     let db = format!("sqlite://{}", dir.file("example.db").display());
-    let mut toml = example.clone();
+    let mut toml = shipped_example();
     for (from, to) in [
         ("${ACME_API_KEY}", API_KEY),
         ("${GITHUB_WEBHOOK_SECRET}", GH_SECRET),
@@ -575,9 +578,7 @@ fn check_config_shows_no_secret_and_names_what_is_wrong() {
     assert!(!ok && text.contains("GH_HOOK_SECRET"), "a missing variable is named: {text}");
 
     // The example of README "Webhooks" is valid, and shows none of its secrets.
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/webhooks.toml"))
-            .expect("examples/webhooks.toml");
+    let example = shipped_example();
     let env = [
         ("ACME_API_KEY", "acme-s3cr3t-api-key-0001"),
         ("GITHUB_WEBHOOK_SECRET", "gh-s3cr3t-example"),
