@@ -467,6 +467,46 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Signed timestamps of any size and text, under any clock and tolerance: no panic
+        /// (no overflow), and a Stripe delivery signed for time `t` is accepted exactly when
+        /// `t` is within the tolerance of now; Standard Webhooks' with a wrong signature never.
+        #[test]
+        fn no_signed_timestamp_panics_and_the_tolerance_is_exact(
+            t in proptest::prop_oneof!["-?[0-9]{1,25}", "\\PC{0,25}"],
+            clock in proptest::prelude::any::<u64>(),
+            tolerance in 1..=u64::MAX,
+        ) {
+            let now = UNIX_EPOCH.checked_add(Duration::from_secs(clock)).unwrap_or(UNIX_EPOCH);
+            let body = br#"{"id":"evt_1"}"#;
+            let stripe = Verifier::new(Scheme::Stripe, &["whsec_test".into()], Some(tolerance), None).unwrap();
+            let mut mac = HmacSha256::new_from_slice(b"whsec_test").unwrap();
+            mac.update(t.as_bytes());
+            mac.update(b".");
+            mac.update(body);
+            let sig: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            if let Ok(value) = format!("t={t},v1={sig}").parse::<axum::http::HeaderValue>() {
+                let mut h = HeaderMap::new();
+                h.insert("stripe-signature", value);
+                let got = stripe.verify(&h, body, now);
+                let secs = now.duration_since(UNIX_EPOCH).unwrap().as_secs() as i128;
+                let fresh = t.parse::<i64>().ok().map(|t| (secs - i128::from(t)).unsigned_abs() <= u128::from(tolerance));
+                match fresh {
+                    Some(true) => proptest::prop_assert_eq!(got, Ok(())),
+                    Some(false) => proptest::prop_assert_eq!(got, Err(Refusal::Stale)),
+                    None => proptest::prop_assert!(got.is_err()),
+                }
+            }
+            let sw_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string();
+            let sw = Verifier::new(Scheme::StandardWebhooks, &[sw_secret], Some(tolerance), None).unwrap();
+            if let Ok(value) = t.parse::<axum::http::HeaderValue>() {
+                let mut h = headers(&[("webhook-id", "msg_1"), ("webhook-signature", "v1,AAAA")]);
+                h.insert("webhook-timestamp", value);
+                proptest::prop_assert!(sw.verify(&h, body, now).is_err());
+            }
+        }
+    }
+
     #[test]
     fn debug_never_shows_a_secret() {
         let v = Verifier::new(Scheme::Github, &["hunter2-secret".into()], None, None).unwrap();
