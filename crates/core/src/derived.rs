@@ -66,6 +66,24 @@ pub fn check_pointer(pointer: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `pointers` can form a `fingerprint_from` subset: at least one, each a JSON pointer,
+/// and none listed twice. A pointer listed twice would name one member of the fingerprint
+/// document (`{"<pointer>": value, …}`) twice, which canonical JSON refuses: every request
+/// would be `400`. A pointer inside another (`/a` and `/a/b`) is fine: each is its own member.
+pub fn check_fingerprint_pointers(pointers: &[String]) -> Result<(), String> {
+    if pointers.is_empty() {
+        return Err("name at least one JSON pointer".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for p in pointers {
+        check_pointer(p)?;
+        if !seen.insert(p.as_str()) {
+            return Err(format!("{p:?} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
 /// The raw value at `pointer` in `text`; `None` when there is none. `text` is valid JSON
 /// (the engine walked it before).
 pub fn resolve<'a>(text: &'a str, pointer: &str) -> Result<Option<&'a RawValue>, RpcError> {
@@ -228,6 +246,26 @@ mod tests {
         assert!(check_pointer("id").is_err());
         assert!(check_pointer("/a~2").is_err());
         assert!(check_pointer("/a~").is_err());
+    }
+
+    #[test]
+    fn fingerprint_pointer_sets_that_could_never_work_are_refused() {
+        let set = |ps: &[&str]| ps.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let e = check_fingerprint_pointers(&set(&["/a", "/b", "/a"])).unwrap_err();
+        assert!(e.contains("\"/a\" is listed twice"), "{e}");
+        assert!(check_fingerprint_pointers(&set(&[])).unwrap_err().contains("at least one"));
+        assert!(check_fingerprint_pointers(&set(&["/a", "b"])).unwrap_err().contains("JSON pointer"));
+        // What passes the check works: a pointer inside another, the whole document, escapes.
+        for ok in [&["/a", "/a/b"][..], &["", "/a"], &["/a~1b", "/a/b"], &["/a"]] {
+            let ps = set(ok);
+            assert!(check_fingerprint_pointers(&ps).is_ok(), "{ok:?}");
+            let fp = subset_fingerprint(&ps, Some(&raw(r#"{"a":{"b":1},"a/b":2}"#)));
+            assert!(fp.is_ok(), "{ok:?}: {fp:?}");
+        }
+        // Why duplicates are refused: their fingerprint document names a member twice, which
+        // is an invalid request (400) whatever the params.
+        let fp = subset_fingerprint(&set(&["/a", "/a"]), Some(&raw(r#"{"a":1}"#)));
+        assert_eq!(fp.unwrap_err().code.code(), -32600);
     }
 
     #[test]

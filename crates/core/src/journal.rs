@@ -5,10 +5,17 @@
 //! an execution whose owner died finds the steps that owner finished) and a way to store the
 //! next one, fenced by the owner's token, before the following step starts. A handler that
 //! skips the stored steps and records each new one never calls a finished step again.
+//!
+//! Each entry records its step by name, with fingerprints of the step's definition and of the
+//! whole flow's ([`entry`]), so that a take-over by a process running another definition (a
+//! deploy between the crash and the take-over) never skips a step or feeds a step another
+//! step's output: [`resume`] hands back the finished prefix only when it is still the prefix
+//! of the current definition, and otherwise says why the execution cannot go on.
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::store::{Journal, RecordKey, Store, StoreError};
 
@@ -43,6 +50,111 @@ pub enum JournalError {
     /// The store did not answer; the step will run again if the execution is taken over.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What a journal entry says produced its output: a step's name and the fingerprint of its
+/// definition (whatever the flow executor hashes with [`StepDef::new`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDef {
+    pub name: String,
+    /// Lowercase hex SHA-256 of the definition's parts.
+    pub def: String,
+}
+
+impl StepDef {
+    /// Step `name` defined by `parts` (e.g. its URL): SHA-256 of `name NUL part NUL …`.
+    pub fn new(name: &str, parts: &[&str]) -> StepDef {
+        let mut h = Sha256::new();
+        for p in std::iter::once(name).chain(parts.iter().copied()) {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        StepDef { name: name.to_owned(), def: crate::idempotency::hex(&h.finalize()) }
+    }
+}
+
+/// The fingerprint of a flow made of `steps`, in order: SHA-256 of their definitions'.
+pub fn flow_fingerprint(steps: &[StepDef]) -> String {
+    let mut h = Sha256::new();
+    for s in steps {
+        h.update(s.def.as_bytes());
+        h.update([0u8]);
+    }
+    crate::idempotency::hex(&h.finalize())
+}
+
+/// The version member of an entry; an entry without it was written before steps were
+/// recorded by name.
+const ENTRY_VERSION: u32 = 1;
+
+/// A journal entry as stored: `{"oncerpc_journal":1,"step":…,"def":…,"flow":…,"output":…}`,
+/// the output as a JSON string holding its text exactly.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    oncerpc_journal: u32,
+    step: String,
+    def: String,
+    flow: String,
+    output: String,
+}
+
+/// The stored text of step `step`'s `output` in flow `flow` (its [`flow_fingerprint`]).
+pub fn entry(step: &StepDef, flow: &str, output: &str) -> String {
+    let e = Entry {
+        oncerpc_journal: ENTRY_VERSION,
+        step: step.name.clone(),
+        def: step.def.clone(),
+        flow: flow.to_owned(),
+        output: output.to_owned(),
+    };
+    serde_json::to_string(&e).expect("strings serialise")
+}
+
+/// Why an execution cannot resume from its journal under the current definition. Its
+/// finished steps are not run again and no later step is fed their outputs: the execution
+/// fails with this, and a force retry starts it from the first step.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// Finished step `index` is no longer step `index` of the flow, by name or definition.
+    #[error(
+        "step {index} finished as {journaled:?} but the flow's step {index} is now {}",
+        current.as_deref().map_or("absent".to_owned(), |c| format!("{c:?} (or its definition changed)"))
+    )]
+    Changed { index: u32, journaled: String, current: Option<String> },
+    /// The entry does not say which step wrote it (written before steps were recorded by
+    /// name, or unreadable).
+    #[error("step {index} was journaled without its name (before an upgrade)")]
+    Unnamed { index: u32 },
+    /// The journal skips step `index` (entries are written in order, so never by oncerpc).
+    #[error("the journal has no entry for step {index} but has later ones")]
+    Gap { index: u32 },
+}
+
+/// The outputs of the finished steps of `stored`, in order, for the flow `flow` made of
+/// `steps`. Same flow fingerprint: resumed as journaled. Another one (a deploy changed the
+/// flow): resumed only if each finished step `i` is still step `i`, with the same name and
+/// definition — steps added or changed after them run as the new definition says.
+pub fn resume(stored: &Journal, flow: &str, steps: &[StepDef]) -> Result<Vec<String>, ResumeError> {
+    let mut outputs = Vec::with_capacity(stored.len());
+    for (expected, (&index, text)) in stored.iter().enumerate() {
+        if index as usize != expected {
+            return Err(ResumeError::Gap { index: expected as u32 });
+        }
+        let e: Entry = serde_json::from_str(text)
+            .ok()
+            .filter(|e: &Entry| e.oncerpc_journal == ENTRY_VERSION)
+            .ok_or(ResumeError::Unnamed { index })?;
+        if e.flow != flow {
+            let current = steps.get(expected);
+            if current.is_none_or(|c| c.name != e.step || c.def != e.def) {
+                let current = current.map(|c| c.name.clone());
+                return Err(ResumeError::Changed { index, journaled: e.step, current });
+            }
+        }
+        outputs.push(e.output);
+    }
+    Ok(outputs)
 }
 
 /// One execution's journal: what was stored before it started, and the writes it makes.
@@ -91,11 +203,24 @@ impl StepJournal {
     /// Show step `n`'s progress in the event (for an async execution; nothing otherwise). The
     /// views of later steps are dropped. Best effort: a failed or fenced write is logged.
     pub async fn report(&self, n: usize, view: StepView) {
+        self.write_views(|views| {
+            views.truncate(n);
+            views.push(view);
+        })
+        .await
+    }
+
+    /// Keep only the first `n` step views in the event (for an async execution that cannot
+    /// resume: the steps it finished stay shown, a step an earlier owner left running goes).
+    pub async fn keep_views(&self, n: usize) {
+        self.write_views(|views| views.truncate(n)).await
+    }
+
+    async fn write_views(&self, change: impl FnOnce(&mut Vec<StepView>)) {
         let Some((id, views)) = &self.inner.event else { return };
         let json = {
             let Ok(mut views) = views.lock() else { return };
-            views.truncate(n);
-            views.push(view);
+            change(&mut views);
             serde_json::to_string(&*views).unwrap_or_else(|_| "[]".into())
         };
         match self.inner.store.put_event_steps(id, self.inner.token, &json).await {
@@ -107,9 +232,10 @@ impl StepJournal {
         }
     }
 
-    /// The output of step `step` stored by an earlier owner, if it finished.
-    pub fn stored(&self, step: u32) -> Option<&str> {
-        self.inner.stored.get(&step).map(String::as_str)
+    /// The outputs of the steps an earlier owner finished, for the flow `flow` made of
+    /// `steps` (see [`resume`]).
+    pub fn resume(&self, flow: &str, steps: &[StepDef]) -> Result<Vec<String>, ResumeError> {
+        resume(&self.inner.stored, flow, steps)
     }
 
     /// The owner's fencing token.
@@ -122,12 +248,116 @@ impl StepJournal {
         self.inner.stored.len()
     }
 
-    /// Store step `step`'s output (and renew the lease) before the next step starts.
-    pub async fn record(&self, step: u32, output: &str) -> Result<(), JournalError> {
+    /// Store the output of step `step` (`def`, of the flow `flow`) and renew the lease, before
+    /// the next step starts.
+    pub async fn record(
+        &self,
+        step: u32,
+        def: &StepDef,
+        flow: &str,
+        output: &str,
+    ) -> Result<(), JournalError> {
         let i = &self.inner;
-        match i.store.put_step(&i.key, i.token, step, output, i.lease).await? {
+        match i.store.put_step(&i.key, i.token, step, &entry(def, flow, output), i.lease).await? {
             true => Ok(()),
             false => Err(JournalError::Fenced),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defs(steps: &[(&str, &str)]) -> Vec<StepDef> {
+        steps.iter().map(|(name, url)| StepDef::new(name, &[url])).collect()
+    }
+
+    /// The journal of a flow whose first `done` steps finished, each output `{"from":name}`.
+    fn journal_of(steps: &[StepDef], done: usize) -> Journal {
+        let flow = flow_fingerprint(steps);
+        let out = |s: &StepDef| format!(r#"{{"from":"{}"}}"#, s.name);
+        (0..done).map(|i| (i as u32, entry(&steps[i], &flow, &out(&steps[i])))).collect()
+    }
+
+    const A: (&str, &str) = ("a", "http://up/a");
+    const B: (&str, &str) = ("b", "http://up/b");
+    const C: (&str, &str) = ("c", "http://up/c");
+    const NEW: (&str, &str) = ("new", "http://up/new");
+
+    #[test]
+    fn the_same_flow_resumes_as_journaled_with_outputs_exact() {
+        let steps = defs(&[A, B, C]);
+        let j = journal_of(&steps, 2);
+        let got = resume(&j, &flow_fingerprint(&steps), &steps).unwrap();
+        assert_eq!(got, [r#"{"from":"a"}"#, r#"{"from":"b"}"#]);
+        assert_eq!(resume(&Journal::new(), &flow_fingerprint(&steps), &steps).unwrap(), Vec::<String>::new());
+        // Any output text comes back byte for byte.
+        let odd = "{\"x\": 1.0e+2 ,\"s\":\"\\u00e9\\n\"}";
+        let j: Journal = [(0, entry(&steps[0], "f", odd))].into();
+        assert_eq!(resume(&j, "f", &steps).unwrap(), [odd]);
+    }
+
+    /// A deploy inserted a step after the finished prefix: resumed by name, the new step runs
+    /// (it is not in the outputs), and nothing is skipped.
+    #[test]
+    fn a_step_added_after_the_finished_prefix_resumes_by_name() {
+        let old = defs(&[A, B, C]);
+        let j = journal_of(&old, 1);
+        let new = defs(&[A, NEW, B, C]);
+        assert_ne!(flow_fingerprint(&old), flow_fingerprint(&new));
+        assert_eq!(resume(&j, &flow_fingerprint(&new), &new).unwrap(), [r#"{"from":"a"}"#]);
+        // A later step changed (not yet run): resumed, it runs as now defined.
+        let changed_later = defs(&[A, B, ("c", "http://up/c2")]);
+        let j2 = journal_of(&old, 2);
+        assert_eq!(resume(&j2, &flow_fingerprint(&changed_later), &changed_later).unwrap().len(), 2);
+    }
+
+    /// A deploy inserted a step before a finished one: by position, `b`'s journaled output
+    /// would have been fed to `b` as `new`'s; instead the execution cannot resume.
+    #[test]
+    fn a_step_added_before_a_finished_step_is_a_clear_error() {
+        let old = defs(&[A, B, C]);
+        let j = journal_of(&old, 2);
+        let new = defs(&[A, NEW, B, C]);
+        let e = resume(&j, &flow_fingerprint(&new), &new).unwrap_err();
+        assert_eq!(e, ResumeError::Changed { index: 1, journaled: "b".into(), current: Some("new".into()) });
+        assert_eq!(
+            e.to_string(),
+            r#"step 1 finished as "b" but the flow's step 1 is now "new" (or its definition changed)"#
+        );
+        // The same name with another definition is a change too; so is a removed step.
+        let moved = defs(&[A, ("b", "http://elsewhere/b"), C]);
+        let e = resume(&j, &flow_fingerprint(&moved), &moved).unwrap_err();
+        assert!(matches!(e, ResumeError::Changed { index: 1, .. }), "{e}");
+        let shorter = defs(&[A]);
+        let e = resume(&j, &flow_fingerprint(&shorter), &shorter).unwrap_err();
+        assert_eq!(e, ResumeError::Changed { index: 1, journaled: "b".into(), current: None });
+        assert!(e.to_string().ends_with("is now absent"), "{e}");
+    }
+
+    /// Entries written before steps were recorded by name (plain outputs) are never trusted by
+    /// position: the execution cannot resume, whatever the output looks like.
+    #[test]
+    fn plain_entries_from_before_the_upgrade_are_not_resumed() {
+        let steps = defs(&[A, B]);
+        let flow = flow_fingerprint(&steps);
+        for plain in
+            [r#"{"from":"a"}"#, "null", r#"{"oncerpc_journal":2,"step":"a","def":"","flow":"","output":""}"#]
+        {
+            let j: Journal = [(0, plain.to_owned())].into();
+            assert_eq!(resume(&j, &flow, &steps), Err(ResumeError::Unnamed { index: 0 }), "{plain}");
+        }
+        let mut j = journal_of(&steps, 2);
+        j.remove(&0);
+        assert_eq!(resume(&j, &flow, &steps), Err(ResumeError::Gap { index: 0 }));
+    }
+
+    #[test]
+    fn definitions_fingerprint_name_and_parts_unambiguously() {
+        assert_ne!(StepDef::new("ab", &["c"]).def, StepDef::new("a", &["bc"]).def);
+        assert_ne!(StepDef::new("a", &["u"]).def, StepDef::new("a", &["v"]).def);
+        assert_eq!(StepDef::new("a", &["u"]), StepDef::new("a", &["u"]));
+        assert_ne!(flow_fingerprint(&defs(&[A, B])), flow_fingerprint(&defs(&[B, A])));
     }
 }

@@ -139,12 +139,29 @@ fn check_webhook_rules(spec: &mut MethodSpec) -> Result<(), String> {
         None => {}
     }
     if let Some(pointers) = &spec.fingerprint_from {
-        if pointers.is_empty() {
-            return Err("fingerprint_from: name at least one JSON pointer".into());
-        }
-        for p in pointers {
-            crate::derived::check_pointer(p).map_err(|e| format!("fingerprint_from: {e}"))?;
-        }
+        crate::derived::check_fingerprint_pointers(pointers).map_err(|e| format!("fingerprint_from: {e}"))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(spec: MethodSpec) -> Result<(), RegistryError> {
+        let handler =
+            crate::method::typed(|_, _: serde_json::Value| async { Ok::<_, oncerpc_protocol::RpcError>(1) });
+        Registry::new().register("hook", spec, handler).map(|_| ())
+    }
+
+    /// `fingerprint_from = ["/a", "/a"]` made every request `400` (its fingerprint document
+    /// names a member twice): refused at registration, with the key named.
+    #[test]
+    fn a_fingerprint_subset_listing_a_pointer_twice_is_refused() {
+        let pointers = |ps: &[&str]| ps.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let e = register(MethodSpec::command().fingerprint_from(pointers(&["/a", "/a"]))).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("fingerprint_from") && text.contains("listed twice"), "{text}");
+        assert!(register(MethodSpec::command().fingerprint_from(pointers(&["/a", "/a/b"]))).is_ok());
+    }
 }

@@ -529,12 +529,7 @@ impl Config {
         self.listen_addr()?;
         self.http.validate()?;
         store_scheme(&self.store.url)?;
-        if self.store.resume_interval_ms == 0 {
-            return Err(invalid("store.resume_interval_ms must be greater than 0"));
-        }
-        if self.store.ttl_secs == 0 {
-            return Err(invalid("store.ttl_secs must be greater than 0"));
-        }
+        crate::bounds::check(self)?;
         // A record must outlive its lease by far: an outcome is only useful while retries can
         // still come, and a processing record must never expire under a running execution.
         if self.store.ttl_secs.saturating_mul(1000) < self.store.lease_ms.saturating_mul(TTL_LEASE_RATIO) {
@@ -633,7 +628,7 @@ impl Config {
             }
         }
         let mut methods = std::collections::HashSet::new();
-        for m in &self.methods {
+        for (i, m) in self.methods.iter().enumerate() {
             if !methods.insert(m.name.as_str()) {
                 return Err(invalid(format!("methods: {:?} is configured twice", m.name)));
             }
@@ -671,7 +666,7 @@ impl Config {
                 }
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
-            crate::webhooks::validate(self, m)?;
+            crate::webhooks::validate(self, i, m)?;
         }
         self.validate_production()?;
         if self.demo_enabled() {
@@ -688,7 +683,7 @@ impl Config {
     fn check_lease(&self, timeout_ms: u64, whose: &str) -> Result<(), ConfigError> {
         let margin =
             oncerpc_core::lease_margin(std::time::Duration::from_millis(timeout_ms)).as_millis() as u64;
-        if self.store.lease_ms < timeout_ms + margin {
+        if self.store.lease_ms < timeout_ms.saturating_add(margin) {
             return Err(invalid(format!(
                 "store.lease_ms ({}) must exceed every method timeout by at least {margin} ms: {whose} {timeout_ms} ms",
                 self.store.lease_ms

@@ -15,6 +15,11 @@
 //! A step with `retry = { attempts, … }` tries again after a transient failure (see
 //! `retry.rs`), within the method's deadline; each attempt has `timeout_ms` if set, and is
 //! counted in `oncerpc_step_attempts_total{method,step,outcome}`.
+//!
+//! Each finished step but the last is journaled with its name and the fingerprints of its
+//! definition (name and URL) and of the flow's; a take-over resumes only while the finished
+//! steps are still this flow's first steps (`oncerpc_core::journal::resume`), so a deploy in
+//! between never skips a step or feeds a step another step's output.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -28,7 +33,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{StepConfig, UpstreamConfig};
 use crate::retry::{self, Attempt};
-use oncerpc_core::journal::{JournalError, StepStatus, StepView};
+use oncerpc_core::journal::{JournalError, ResumeError, StepDef, StepStatus, StepView};
 
 /// Most bytes of an upstream error body quoted in `error.data` (dev mode) and in the log.
 const QUOTE_LIMIT: usize = 512;
@@ -63,6 +68,9 @@ impl Default for UpstreamPolicy {
 pub struct Flow {
     name: String,
     steps: Vec<StepConfig>,
+    /// Each step's name and definition fingerprint, and the flow's, as the journal records them.
+    defs: Vec<StepDef>,
+    fingerprint: String,
     client: reqwest::Client,
     policy: UpstreamPolicy,
     /// The method's time limit: no retry waits past it.
@@ -131,16 +139,22 @@ impl Flow {
         timeout: Duration,
         attempts: StepAttempts,
     ) -> Flow {
-        Flow { name: name.to_owned(), steps, client, policy, timeout, attempts }
+        let defs: Vec<StepDef> = steps.iter().map(step_def).collect();
+        let fingerprint = oncerpc_core::journal::flow_fingerprint(&defs);
+        Flow { name: name.to_owned(), steps, defs, fingerprint, client, policy, timeout, attempts }
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         let mut input = first_input(params)?;
+        let mut resumed = self.resumed(&ctx).await?.into_iter();
         let mut chosen: Option<String> = None;
         let last = self.steps.len() - 1;
         for (n, step) in self.steps.iter().enumerate() {
-            let output = self.run_step(&ctx, n, n == last, step, input, deadline).await?;
+            let output = match resumed.next() {
+                Some(stored) => stored,
+                None => self.run_step(&ctx, n, n == last, step, input, deadline).await?,
+            };
             if ctx.return_step.as_deref() == Some(step.name.as_str()) {
                 chosen = Some(output.clone());
             }
@@ -150,9 +164,28 @@ impl Flow {
         RawValue::from_string(result).map_err(|e| RpcError::internal(format_args!("flow result: {e}")))
     }
 
-    /// Step `n`: its stored output when an earlier owner of this execution finished it (it
-    /// is never called again), else its answer, stored in the journal before the next step
-    /// starts. The last step's output is stored by the completion itself.
+    /// The outputs of the steps an earlier owner of this execution finished (they are never
+    /// called again), when they are still this flow's first steps; else the execution fails
+    /// (`-32603`, its message says which step changed) and its step views keep only the
+    /// finished steps. See `journal::resume`.
+    async fn resumed(&self, ctx: &Context) -> Result<Vec<String>, RpcError> {
+        let Some(journal) = &ctx.journal else { return Ok(Vec::new()) };
+        let e = match journal.resume(&self.fingerprint, &self.defs) {
+            Ok(outputs) => return Ok(outputs),
+            Err(e) => e,
+        };
+        tracing::warn!(
+            correlation_id = %ctx.correlation_id,
+            method = %self.name,
+            error = %e,
+            "cannot resume the flow from its journal"
+        );
+        journal.keep_views(journal.resumed_steps()).await;
+        Err(flow_changed(&e))
+    }
+
+    /// Step `n`'s answer, stored in the journal before the next step starts. The last step's
+    /// output is stored by the completion itself.
     async fn run_step(
         &self,
         ctx: &Context,
@@ -163,9 +196,6 @@ impl Flow {
         deadline: Instant,
     ) -> Result<String, RpcError> {
         let index = n as u32;
-        if let Some(stored) = ctx.journal.as_ref().and_then(|j| j.stored(index)) {
-            return Ok(stored.to_owned());
-        }
         let started_at_ms = oncerpc_core::store::now_ms();
         let view = |status, attempts, finished_at_ms| StepView {
             name: step.name.clone(),
@@ -184,7 +214,7 @@ impl Flow {
         }
         let output = result?;
         if let (Some(journal), false) = (&ctx.journal, last) {
-            match journal.record(index, &output).await {
+            match journal.record(index, &self.defs[n], &self.fingerprint, &output).await {
                 Ok(()) => {}
                 Err(JournalError::Fenced) => {
                     tracing::warn!(step = %step.name, "taken over during the flow: not running its next steps");
@@ -228,10 +258,11 @@ impl Flow {
             match outcome {
                 Ok(output) => return (Ok(output), attempt),
                 Err((e, Attempt::Transient(asked))) if attempt < step.retry.attempts => {
-                    let wait = step.retry.wait(attempt, asked, retry::unit());
-                    if Instant::now() + wait >= deadline {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let Some(wait) = retry::next_wait(&step.retry, attempt, asked, retry::unit(), left)
+                    else {
                         return (Err(e), attempt);
-                    }
+                    };
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
@@ -355,6 +386,15 @@ async fn read_capped(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>
     Ok(body)
 }
 
+/// `timeout` from now, or as far as the clock goes (a `timeout_ms` of centuries never
+/// overflows an `Instant`).
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(u64::from(u32::MAX))))
+        .unwrap_or(now)
+}
+
 /// At most the first `limit` bytes of a body (what could be read; errors end it).
 async fn read_prefix(resp: &mut reqwest::Response, limit: usize) -> Vec<u8> {
     let mut body = Vec::new();
@@ -410,6 +450,25 @@ pub fn upstream_key(tenant: &str, method: &str, key: &str, step: &str) -> String
         h.update([0u8]);
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What the journal records a step as: its name, and a definition of its name and URL (how
+/// it is retried or timed out does not change what its output means).
+fn step_def(step: &StepConfig) -> StepDef {
+    StepDef::new(&step.name, &[&step.url])
+}
+
+/// The outcome of an execution whose journal no longer fits the flow's definition (or was
+/// written before steps were recorded by name).
+fn flow_changed(e: &ResumeError) -> RpcError {
+    RpcError::with_message(
+        ErrorCode::InternalError,
+        format!(
+            "this execution cannot resume from its step journal (the flow changed since it \
+             started): {e}; no step was skipped or given another step's output; force_retry \
+             starts it over"
+        ),
+    )
 }
 
 fn upstream_failed(step: &str, mut data: serde_json::Value) -> RpcError {

@@ -4,6 +4,7 @@
 //! ([`demo`]), and [`App`], which turns a [`Config`] into a running server. The binary in
 //! `main.rs` is only the CLI around it; tests start the same [`App`] on a loopback port.
 
+pub mod bounds;
 pub mod config;
 pub mod demo;
 pub mod flow;

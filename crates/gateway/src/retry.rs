@@ -8,7 +8,11 @@
 //! duration in `[b/2, b]` where `b = min(backoff_ms · 2^(n-1), max_backoff_ms)`, so that
 //! clients retrying together spread out. A `Retry-After` (seconds or an HTTP date) on a
 //! `429` or `503` is the wait instead, as the upstream asked. A wait that would end past the
-//! method's deadline is not taken: the step fails with its last failure.
+//! method's deadline is not taken: the step fails with its last failure ([`next_wait`]).
+//!
+//! No number an upstream sends can panic here: a `Retry-After` of more seconds than a `u64`
+//! holds is the longest wait, an HTTP date is read by `httpdate` (years up to 9999), and the
+//! wait is compared with the time left, never added to an `Instant`.
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -104,14 +108,29 @@ pub fn transient_status(status: u16) -> bool {
 }
 
 /// A `Retry-After` value: delta-seconds or an HTTP date (RFC 9110 §10.2.3); a date in the
-/// past is no wait.
+/// past is no wait, and more seconds than a `u64` holds are `u64::MAX` seconds (the caller's
+/// deadline caps every wait, [`next_wait`]).
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
     }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The wait after the `attempt`-th failed attempt when `left` is the time until the method's
+/// deadline: `None` when the wait would not end before it (the step fails with its last
+/// failure). Whatever `retry_after` says, the wait taken is shorter than `left`.
+pub fn next_wait(
+    policy: &RetryPolicy,
+    attempt: u32,
+    retry_after: Option<Duration>,
+    unit: f64,
+    left: Duration,
+) -> Option<Duration> {
+    let wait = policy.wait(attempt, retry_after, unit);
+    (wait < left).then_some(wait)
 }
 
 /// A random number in `[0, 1)` for the jitter.
@@ -154,6 +173,55 @@ mod tests {
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("", now), None);
+        // Numbers past u64 are the longest wait, not "no Retry-After" (an immediate retry).
+        let max = Some(Duration::from_secs(u64::MAX));
+        assert_eq!(parse_retry_after("18446744073709551615", now), max);
+        assert_eq!(parse_retry_after("99999999999999999999999999", now), max);
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now).map(|d| d.as_secs() / 31_556_952),
+            Some(7984),
+            "years"
+        );
+    }
+
+    #[test]
+    fn no_wait_reaches_the_deadline() {
+        let p = policy(3, 100, 1_000);
+        let left = Duration::from_secs(2);
+        assert_eq!(next_wait(&p, 1, Some(Duration::from_secs(1)), 0.5, left), Some(Duration::from_secs(1)));
+        assert_eq!(next_wait(&p, 1, Some(Duration::from_secs(2)), 0.5, left), None);
+        assert_eq!(next_wait(&p, 1, Some(Duration::from_secs(u64::MAX)), 0.5, left), None);
+        assert_eq!(next_wait(&p, 1, Some(Duration::MAX), 0.5, Duration::MAX), None);
+        assert_eq!(next_wait(&p, 1, None, 1.0, Duration::ZERO), None);
+        assert_eq!(next_wait(&p, 1, None, 1.0, left), Some(Duration::from_millis(100)));
+    }
+
+    proptest::proptest! {
+        /// Whatever an upstream sends as `Retry-After` (digits of any length, HTTP dates of any
+        /// year, other text), whatever the clock, policy and time left: no panic, and a wait
+        /// taken is shorter than the time left before the deadline.
+        #[test]
+        fn no_retry_after_panics_or_outlives_the_deadline(
+            value in proptest::prop_oneof![
+                "[0-9]{1,40}",
+                "(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9]{2} (Jan|Feb|Dec) [0-9]{4,6} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT",
+                "\\PC{0,40}",
+            ],
+            now_secs in proptest::prelude::any::<u64>(),
+            attempt in proptest::prelude::any::<u32>(),
+            backoff_ms in proptest::prelude::any::<u64>(),
+            unit in proptest::prelude::any::<f64>(),
+            left_ms in proptest::prelude::any::<u64>(),
+        ) {
+            let now = SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(now_secs)).unwrap_or(SystemTime::UNIX_EPOCH);
+            let asked = parse_retry_after(&value, now);
+            let p = policy(3, backoff_ms, u64::MAX);
+            let left = Duration::from_millis(left_ms);
+            if let Some(wait) = next_wait(&p, attempt, asked, unit, left) {
+                proptest::prop_assert!(wait < left, "{value:?}: {wait:?} >= {left:?}");
+            }
+        }
     }
 
     #[test]

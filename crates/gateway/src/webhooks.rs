@@ -86,10 +86,40 @@ pub fn verifier(cfg: &Config, m: &MethodConfig) -> Result<Option<oncerpc_http::V
         .map_err(|e| invalid(m, e))
 }
 
-/// Checks serde cannot express: one key source, and a verifier that can be built.
-pub fn validate(cfg: &Config, m: &MethodConfig) -> Result<(), ConfigError> {
+/// An error about key `key` of the `i`-th method: `methods[i].key ("name"): …`.
+fn invalid_at(i: usize, m: &MethodConfig, key: &str, msg: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Invalid(format!("methods[{i}].{key} ({:?}): {msg}", m.name))
+}
+
+/// Checks serde cannot express, for the `i`-th method: one key source, a fingerprint subset
+/// that can work, and a verifier that can be built.
+pub fn validate(cfg: &Config, i: usize, m: &MethodConfig) -> Result<(), ConfigError> {
     if m.key_from.is_some() && m.key_header.is_some() {
         return Err(invalid(m, "key_from and key_header: set one of them, not both"));
+    }
+    if let (Some(h), Some(v)) = (&m.key_header, &m.verify)
+        && let Ok(scheme) = oncerpc_http::Scheme::parse(&v.scheme)
+        && !scheme.signed_headers().iter().any(|s| s.eq_ignore_ascii_case(h))
+    {
+        let signed = match scheme.signed_headers() {
+            [] => "no header".to_owned(),
+            names => names.join(", "),
+        };
+        return Err(invalid_at(
+            i,
+            m,
+            "key_header",
+            format!(
+                "the {} signature covers {signed}, not {h}: a captured delivery re-sent with \
+                 another {h} would run again; take the key from the signed body instead \
+                 (key_from = \"\" for the whole body, or a JSON pointer into it)",
+                scheme.as_str()
+            ),
+        ));
+    }
+    if let Some(pointers) = &m.fingerprint_from {
+        oncerpc_core::derived::check_fingerprint_pointers(pointers)
+            .map_err(|e| invalid_at(i, m, "fingerprint_from", e))?;
     }
     verifier(cfg, m)?;
     Ok(())
@@ -124,8 +154,10 @@ pub fn webhooks(cfg: &Config) -> Result<oncerpc_http::Webhooks, ConfigError> {
 /// What `check-config` prints of a method's webhook keys (never a secret).
 pub fn summary(m: &MethodConfig) -> String {
     let mut parts = Vec::new();
-    if let Some(p) = &m.key_from {
-        parts.push(format!("key_from={p}"));
+    match m.key_from.as_deref() {
+        Some("") => parts.push("key_from=\"\" (the whole body)".to_owned()),
+        Some(p) => parts.push(format!("key_from={p}")),
+        None => {}
     }
     if let Some(h) = &m.key_header {
         parts.push(format!("key_header={h}"));

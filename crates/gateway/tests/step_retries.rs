@@ -155,3 +155,24 @@ async fn a_refused_connection_is_retried() {
     assert_eq!(r["error"]["code"], -32006, "{r}");
     assert_eq!(attempts(&s, "transient").await, 3);
 }
+
+#[tokio::test]
+async fn a_retry_after_past_any_clock_fails_the_step_and_is_stored_as_minus_32006() {
+    // u64::MAX seconds made `Instant + Duration` panic: -32603 was stored. Numbers past u64 and
+    // the last HTTP date (year 9999) are waits past the deadline too: one attempt, -32006.
+    let (s, up) = start(3, 2_000, None).await;
+    let asked = ["18446744073709551615", "184467440737095516150000", "Fri, 31 Dec 9999 23:59:59 GMT"];
+    for (i, asked) in asked.iter().enumerate() {
+        up.script("charge", &[(429, Some(asked))]);
+        let started = std::time::Instant::now();
+        let r = pay(&s, &format!("k-huge-{i}")).await;
+        assert_eq!(r["error"]["code"], -32006, "Retry-After: {asked}: {r}");
+        assert_eq!(r["error"]["data"]["status"], 429, "{r}");
+        assert!(started.elapsed() < Duration::from_millis(1_900), "{asked}: {:?}", started.elapsed());
+        assert_eq!(up.count("charge"), i + 1, "{asked}: no second attempt");
+        // The stored outcome is that -32006: a retry of the request gets it, nothing runs.
+        let again = pay(&s, &format!("k-huge-{i}")).await;
+        assert_eq!(again["error"]["code"], -32006, "{asked}: {again}");
+        assert_eq!(up.count("charge"), i + 1);
+    }
+}

@@ -48,6 +48,12 @@ fn python() -> Option<String> {
     None
 }
 
+/// examples/webhooks.toml, as shipped.
+fn shipped_example() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/webhooks.toml"))
+        .expect("examples/webhooks.toml")
+}
+
 fn now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
@@ -115,7 +121,7 @@ tenant = "hooks"
 [[methods]]
 name = "github.push"
 kind = "command"
-key_header = "X-GitHub-Delivery"
+key_from = ""
 verify = {{ scheme = "github", secret = ["{GH_SECRET}", "{GH_DOC_SECRET}"] }}
 tenant = "hooks"
   [[methods.steps]]
@@ -411,14 +417,62 @@ async fn github_deliveries_and_the_documented_example() {
     }
     assert_eq!(seen, [st(200, "new"), st(200, "duplicate"), st(200, "duplicate")]);
     assert_eq!(up.count("github"), 1);
-    // Signed, but without the delivery id the key comes from: 400, nothing runs.
-    let a = post_signed(&http, path, push, &without(&signed[0], "X-GitHub-Delivery")).await;
-    assert_eq!(a.status, 400, "{}", a.body);
-    assert!(a.body.contains("x-github-delivery header is missing"), "{}", a.body);
+    let a = post_signed(&http, path, push, &signed[0]).await;
+    assert_eq!(a.header("x-idempotency-key-source"), Some("hashed"), "the key is the signed body's digest");
+    // GitHub signs the body only, not X-GitHub-Delivery: a captured delivery replayed under a
+    // new delivery id (or none) verifies, and is a duplicate of the first, not a new run.
+    let captured = without(&signed[0], "X-GitHub-Delivery");
+    let mut replayed = captured.clone();
+    replayed.push(("X-GitHub-Delivery".into(), "00000000-0000-4000-8000-000000000001".into()));
+    for replay in [&replayed, &captured] {
+        assert_eq!(status(&post_signed(&http, path, push, replay).await), st(200, "duplicate"));
+    }
+    assert_eq!(up.count("github"), 1, "a replay with a new delivery id runs nothing");
+    // Another signed body is another delivery.
+    let other = push.replace("6113728f", "7113728f");
+    let signed_other = sign(&py, &[delivery("github", GH_SECRET, "other-delivery", 0, &other)]).await;
+    assert_eq!(status(&post_signed(&http, path, &other, &signed_other[0]).await), st(200, "new"));
+    assert_eq!(up.count("github"), 2);
     // No signature: 401.
     let a = post_signed(&http, path, push, &without(&signed[0], "X-Hub-Signature-256")).await;
     assert_eq!(a.status, 401, "{}", a.body);
-    assert_eq!(up.count("github"), 1);
+    assert_eq!(up.count("github"), 2);
+    assert_no_secret_in(&gw.log());
+}
+
+/// examples/webhooks.toml as shipped (only its addresses and secrets replaced): a captured
+/// GitHub delivery re-sent under a new `X-GitHub-Delivery` (GitHub does not sign it) is a
+/// duplicate, and the flow runs once. With the example's former `key_header =
+/// "X-GitHub-Delivery"` the replay ran the flow again.
+#[tokio::test]
+async fn the_shipped_example_runs_a_replayed_github_delivery_once() {
+    let Some(py) = python() else { return };
+    let up = Upstream::start().await;
+    let dir = TempDir::new("webhooks-example");
+    let db = format!("sqlite://{}", dir.file("example.db").display());
+    let mut toml = shipped_example();
+    for (from, to) in [
+        ("${ACME_API_KEY}", API_KEY),
+        ("${GITHUB_WEBHOOK_SECRET}", GH_SECRET),
+        ("${PAYMENTS_WEBHOOK_SECRET}", SW_NEW),
+        ("sqlite://webhooks.db", &db),
+        ("http://127.0.0.1:9000/", &up.url("")),
+    ] {
+        assert!(toml.contains(from), "the example has {from}");
+        toml = toml.replace(from, to);
+    }
+    let gw = Gateway::with_config(&dir, &toml);
+    let http = gw.http();
+    let path = "/v2/flows/github.push?sync=true";
+    let push = r#"{"ref":"refs/heads/main","after":"0d1a26e67d8f5eaf1f6ba5c57fc3c7d91ac0fd1c","repository":{"full_name":"octo/hello"}}"#;
+    let ids = ["72d3162e-cc78-11e3-81ab-4c9367dc0958", "d1f0c5a0-0000-4000-8000-00000000beef"];
+    let signed = sign(&py, &ids.map(|id| delivery("github", GH_SECRET, id, 0, push))).await;
+    let signature = |h: &[(String, String)]| h.iter().find(|(k, _)| k == "X-Hub-Signature-256").cloned();
+    assert_eq!(signature(&signed[0]), signature(&signed[1]), "GitHub signs the body only");
+    assert_eq!(status(&post_signed(&http, path, push, &signed[0]).await), st(200, "new"));
+    let replay = post_signed(&http, path, push, &signed[1]).await;
+    assert_eq!(status(&replay), st(200, "duplicate"), "{}", replay.body);
+    assert_eq!(up.count("ci"), 1, "the replay under a new delivery id ran nothing");
     assert_no_secret_in(&gw.log());
 }
 
@@ -513,20 +567,18 @@ fn check_config_shows_no_secret_and_names_what_is_wrong() {
         )
     };
     let good = method(
-        "key_header = \"X-GitHub-Delivery\"\nverify = { scheme = \"github\", secret = \"${GH_HOOK_SECRET}\" }\ntenant = \"hooks\"",
+        "key_from = \"\"\nverify = { scheme = \"github\", secret = \"${GH_HOOK_SECRET}\" }\ntenant = \"hooks\"",
     );
     let (ok, text) = check(&good, &[("GH_HOOK_SECRET", "gh-s3cr3t-from-env")]);
     assert!(ok, "{text}");
     assert!(text.contains("verify=github (1 secret(s))"), "{text}");
-    assert!(text.contains("key_header=X-GitHub-Delivery"), "{text}");
+    assert!(text.contains("key_from=\"\" (the whole body)"), "{text}");
     assert!(!text.contains("s3cr3t-from-env"), "{text}");
     let (ok, text) = check(&good, &[]);
     assert!(!ok && text.contains("GH_HOOK_SECRET"), "a missing variable is named: {text}");
 
     // The example of README "Webhooks" is valid, and shows none of its secrets.
-    let example =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/webhooks.toml"))
-            .expect("examples/webhooks.toml");
+    let example = shipped_example();
     let env = [
         ("ACME_API_KEY", "acme-s3cr3t-api-key-0001"),
         ("GITHUB_WEBHOOK_SECRET", "gh-s3cr3t-example"),
@@ -548,13 +600,38 @@ fn check_config_shows_no_secret_and_names_what_is_wrong() {
             "not one of the [[tenants]]",
         ),
         ("key_from = \"/id\"\nkey_header = \"webhook-id\"", "not both"),
+        // A key from a header the signature does not cover: a replay with a new value runs again.
+        (
+            "key_header = \"X-GitHub-Delivery\"\nverify = { scheme = \"github\", secret = \"x\" }",
+            "methods[0].key_header (\"gh\"): the github signature covers no header, not X-GitHub-Delivery",
+        ),
+        (
+            "key_header = \"X-Request-Id\"\nverify = { scheme = \"stripe\", secret = \"x\" }",
+            "methods[0].key_header (\"gh\"): the stripe signature covers no header",
+        ),
+        (
+            "key_header = \"X-Request-Id\"\nverify = { scheme = \"standard-webhooks\", secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\" }",
+            "covers webhook-id, webhook-timestamp, not X-Request-Id",
+        ),
         ("key_from = \"id\"", "JSON pointer"),
         ("key_header = \"bad header\"", "not a header name"),
-        ("fingerprint_from = []", "at least one JSON pointer"),
+        ("fingerprint_from = []", "methods[0].fingerprint_from (\"gh\"): name at least one JSON pointer"),
+        // Each pointer would be one member of the fingerprint document, named twice: every
+        // request would be 400.
+        (
+            "fingerprint_from = [\"/a\", \"/b\", \"/a\"]",
+            "methods[0].fingerprint_from (\"gh\"): \"/a\" is listed twice",
+        ),
     ] {
         let (ok, text) = check(&method(extra), &[]);
         assert!(!ok, "{extra} was accepted: {text}");
         assert!(text.contains(expected), "{extra}: expected {expected:?} in {text}");
-        assert!(text.contains("methods.gh"), "the error names the method: {text}");
+        assert!(
+            text.contains("methods.gh") || text.contains("(\"gh\")"),
+            "the error names the method: {text}"
+        );
     }
+    // A pointer inside another is its own member of the fingerprint: accepted.
+    let (ok, text) = check(&method("fingerprint_from = [\"/a\", \"/a/b\"]"), &[]);
+    assert!(ok, "{text}");
 }

@@ -52,6 +52,17 @@ impl Scheme {
             Scheme::Stripe => "stripe",
         }
     }
+
+    /// The headers (lower case) whose values the signature covers. A key taken from any other
+    /// header is not authenticated: whoever captured a delivery could re-send it with another
+    /// value and run it again. GitHub and Stripe sign no header value (GitHub's
+    /// `X-GitHub-Delivery` is not signed): their keys come from the signed body.
+    pub fn signed_headers(self) -> &'static [&'static str] {
+        match self {
+            Scheme::StandardWebhooks => &["webhook-id", "webhook-timestamp"],
+            Scheme::Github | Scheme::Stripe => &[],
+        }
+    }
 }
 
 /// Why a delivery was refused (the `reason` label and the `401` message).
@@ -423,6 +434,77 @@ mod tests {
         assert_eq!(v.verify(&h(header), body, at + Duration::from_secs(120)), Err(Refusal::Stale));
         assert_eq!(v.verify(&h("v1=00"), body, at), Err(Refusal::Malformed("Stripe-Signature")));
         assert_eq!(v.verify(&h(header), br#"{"id":"evt_2"}"#, at), Err(Refusal::Mismatch));
+    }
+
+    /// Tampering with a header a scheme lists as signed breaks the signature; for GitHub, any
+    /// header can change and the delivery still verifies (so none may be a key).
+    #[test]
+    fn signed_headers_are_the_ones_the_signature_covers() {
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string();
+        let v = Verifier::new(Scheme::StandardWebhooks, &[secret], None, None).unwrap();
+        let at = UNIX_EPOCH + Duration::from_secs(1_614_265_330);
+        let body = br#"{"test": 2432232314}"#;
+        let good = [
+            ("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek"),
+            ("webhook-timestamp", "1614265330"),
+            ("webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+        ];
+        assert_eq!(v.verify(&headers(&good), body, at), Ok(()));
+        // Each signed header changed (the timestamp by a second, within the tolerance).
+        let changed = [("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJeK"), ("webhook-timestamp", "1614265331")];
+        assert_eq!(changed.map(|(n, _)| n), Scheme::StandardWebhooks.signed_headers());
+        for (name, value) in changed {
+            let mut h = headers(&good);
+            h.insert(name, value.parse().unwrap());
+            assert_eq!(v.verify(&h, body, at), Err(Refusal::Mismatch), "{name}");
+        }
+        assert!(Scheme::Github.signed_headers().is_empty() && Scheme::Stripe.signed_headers().is_empty());
+        let gh = Verifier::new(Scheme::Github, &["It's a Secret to Everybody".into()], None, None).unwrap();
+        let sig = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        for id in ["delivery-1", "delivery-2"] {
+            let h = headers(&[("x-hub-signature-256", sig), ("x-github-delivery", id)]);
+            assert_eq!(gh.verify(&h, b"Hello, World!", SystemTime::now()), Ok(()), "{id}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Signed timestamps of any size and text, under any clock and tolerance: no panic
+        /// (no overflow), and a Stripe delivery signed for time `t` is accepted exactly when
+        /// `t` is within the tolerance of now; Standard Webhooks' with a wrong signature never.
+        #[test]
+        fn no_signed_timestamp_panics_and_the_tolerance_is_exact(
+            t in proptest::prop_oneof!["-?[0-9]{1,25}", "\\PC{0,25}"],
+            clock in proptest::prelude::any::<u64>(),
+            tolerance in 1..=u64::MAX,
+        ) {
+            let now = UNIX_EPOCH.checked_add(Duration::from_secs(clock)).unwrap_or(UNIX_EPOCH);
+            let body = br#"{"id":"evt_1"}"#;
+            let stripe = Verifier::new(Scheme::Stripe, &["whsec_test".into()], Some(tolerance), None).unwrap();
+            let mut mac = HmacSha256::new_from_slice(b"whsec_test").unwrap();
+            mac.update(t.as_bytes());
+            mac.update(b".");
+            mac.update(body);
+            let sig: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+            if let Ok(value) = format!("t={t},v1={sig}").parse::<axum::http::HeaderValue>() {
+                let mut h = HeaderMap::new();
+                h.insert("stripe-signature", value);
+                let got = stripe.verify(&h, body, now);
+                let secs = now.duration_since(UNIX_EPOCH).unwrap().as_secs() as i128;
+                let fresh = t.parse::<i64>().ok().map(|t| (secs - i128::from(t)).unsigned_abs() <= u128::from(tolerance));
+                match fresh {
+                    Some(true) => proptest::prop_assert_eq!(got, Ok(())),
+                    Some(false) => proptest::prop_assert_eq!(got, Err(Refusal::Stale)),
+                    None => proptest::prop_assert!(got.is_err()),
+                }
+            }
+            let sw_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string();
+            let sw = Verifier::new(Scheme::StandardWebhooks, &[sw_secret], Some(tolerance), None).unwrap();
+            if let Ok(value) = t.parse::<axum::http::HeaderValue>() {
+                let mut h = headers(&[("webhook-id", "msg_1"), ("webhook-signature", "v1,AAAA")]);
+                h.insert("webhook-timestamp", value);
+                proptest::prop_assert!(sw.verify(&h, body, now).is_err());
+            }
+        }
     }
 
     #[test]
