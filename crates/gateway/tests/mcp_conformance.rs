@@ -16,10 +16,6 @@ use std::process::Command;
 use common::process::{Gateway, TempDir};
 use common::upstream::Upstream;
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
 /// The tools the scenarios call that oncerpc can offer: text results, an error result, and a
 /// JSON Schema 2020-12 input schema kept as written.
 fn fixtures(ok: &Upstream, failing: &Upstream) -> String {
@@ -63,11 +59,7 @@ params_schema = {{ "$schema" = "https://json-schema.org/draft/2020-12/schema", t
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
-    let Some(dir) = std::env::var_os("ONCERPC_CONFORMANCE_DIR").map(PathBuf::from) else {
-        assert!(!in_ci(), "the MCP conformance suite is required in CI (scripts/test.sh installs it)");
-        eprintln!("SKIPPED: ONCERPC_CONFORMANCE_DIR is not set: run ./scripts/test.sh");
-        return;
-    };
+    let Some(dir) = common::mcp_clients::node_dir() else { return };
     let bin = dir.join("node_modules/.bin");
     let ok = Upstream::start().await;
     let failing = Upstream::start().await;

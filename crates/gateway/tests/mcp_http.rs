@@ -7,19 +7,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::Command;
-
+use common::mcp_clients;
 use common::process::{Gateway, Http, TempDir, unique};
 use common::upstream::Upstream;
 use serde_json::{Value, json};
 
 const ACME: &str = "acme-mcp-s3cr3t-0000";
 const BETA: &str = "beta-mcp-s3cr3t-0000";
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// Two tenants, one command flow `orders.create` on `up`, the demo methods; `extra` is added
 /// at the top (a store, a session secret).
@@ -84,31 +78,11 @@ fn call(id: u64, sku: &str, key: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_once() {
-    let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        assert!(!in_ci(), "the MCP Python SDK is required in CI");
-        eprintln!("SKIPPED: the MCP Python SDK (pip package mcp) is not installed: run ./scripts/test.sh");
-        return;
-    }
     let up = Upstream::start().await;
     let dir = TempDir::new("mcp-http-python");
     let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
-    let url = gw.url("/mcp");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .args(["http", &url, ACME, "order-http-1"])
-            .output()
-            .expect("python runs")
-    })
-    .await
-    .unwrap();
-    common::process::keep_output(&out);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
-    assert_ran_once(&seen, &up);
+    let Some(client) = mcp_clients::python(&["http", &gw.url("/mcp"), ACME, "order-http-1"]) else { return };
+    assert_ran_once(&mcp_clients::summary(client).await, &up);
 }
 
 /// What both SDK clients must have seen (their scripts print the same summary).
@@ -126,30 +100,11 @@ fn assert_ran_once(seen: &Value, up: &Upstream) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_typescript_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_once() {
-    let Some(dir) = std::env::var_os("ONCERPC_CONFORMANCE_DIR").map(PathBuf::from) else {
-        assert!(!in_ci(), "the MCP TypeScript SDK is required in CI (scripts/test.sh installs it)");
-        eprintln!("SKIPPED: ONCERPC_CONFORMANCE_DIR is not set: run ./scripts/test.sh");
-        return;
-    };
     let up = Upstream::start().await;
-    let tmp = TempDir::new("mcp-http-ts");
-    let gw = Gateway::with_config(&tmp, &config(&up, &sqlite(&tmp)));
-    let url = gw.url("/mcp");
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(dir.join("node_modules/.bin/node"))
-            .arg(script)
-            .args([&url, ACME, "order-ts-1"])
-            .env("NODE_PATH", dir.join("node_modules"))
-            .output()
-            .expect("node runs")
-    })
-    .await
-    .unwrap();
-    common::process::keep_output(&out);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
-    assert_ran_once(&seen, &up);
+    let dir = TempDir::new("mcp-http-ts");
+    let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
+    let Some(client) = mcp_clients::typescript(&[&gw.url("/mcp"), ACME, "order-ts-1"]) else { return };
+    assert_ran_once(&mcp_clients::summary(client).await, &up);
 }
 
 /// A refusal case: what, the API key, the headers, the body, the expected status.

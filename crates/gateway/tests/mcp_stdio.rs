@@ -8,16 +8,12 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use common::mcp_clients;
 use common::process::TempDir;
 use common::upstream::Upstream;
 use serde_json::{Value, json};
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
 
 /// A config: one command flow `orders.create` (one step on `up`), the demo methods, SQLite.
 fn config(dir: &TempDir, up: &Upstream) -> String {
@@ -49,29 +45,12 @@ params_schema = {{ type = "object", required = ["sku"] }}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_calls_a_command_twice_and_it_runs_once() {
-    let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
-    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        assert!(!in_ci(), "the MCP Python SDK is required in CI");
-        eprintln!("SKIPPED: the MCP Python SDK (pip package mcp) is not installed: run ./scripts/test.sh");
-        return;
-    }
     let up = Upstream::start().await;
     let dir = TempDir::new("mcp-python");
     let config = config(&dir, &up);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .args(["stdio", env!("CARGO_BIN_EXE_oncerpc"), &config, "order-7f3a"])
-            .output()
-            .expect("python runs")
-    })
-    .await
-    .unwrap();
-    common::process::keep_output(&out);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+    let bin = env!("CARGO_BIN_EXE_oncerpc");
+    let Some(client) = mcp_clients::python(&["stdio", bin, &config, "order-7f3a"]) else { return };
+    let seen = mcp_clients::summary(client).await;
     assert_eq!(seen["server"], "oncerpc");
     assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
     assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");

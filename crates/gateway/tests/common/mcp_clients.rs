@@ -1,0 +1,61 @@
+//! The official MCP SDK clients the tests drive the MCP door with: the Python SDK (`mcp`, in
+//! the venv `ONCERPC_PYTHON` names) and the TypeScript SDK (with the Node 22 and the
+//! conformance suite in `ONCERPC_CONFORMANCE_DIR`), both installed by `scripts/test.sh`. A
+//! client script prints one JSON summary of what it saw; missing, the test skips with a
+//! reason, or fails in CI.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn skip(what: &str) {
+    assert!(!in_ci(), "{what} is required in CI (scripts/test.sh installs it)");
+    eprintln!("SKIPPED: {what} is not installed: run ./scripts/test.sh");
+}
+
+/// `tests/clients/mcp_client.py` under the Python that has the SDK, with `args`; `None` when
+/// there is no such Python (outside CI).
+pub fn python(args: &[&str]) -> Option<Command> {
+    let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        skip("the MCP Python SDK (pip package mcp)");
+        return None;
+    }
+    let mut cmd = Command::new(python);
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")).args(args);
+    Some(cmd)
+}
+
+/// The directory holding the conformance suite, the TypeScript SDK and Node 22.
+pub fn node_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("ONCERPC_CONFORMANCE_DIR").map(PathBuf::from);
+    if dir.is_none() {
+        skip("the MCP conformance suite and TypeScript SDK (ONCERPC_CONFORMANCE_DIR)");
+    }
+    dir
+}
+
+/// `tests/clients/mcp_ts_client.mjs` under that Node, with `args`.
+pub fn typescript(args: &[&str]) -> Option<Command> {
+    let dir = node_dir()?;
+    let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs"))
+        .args(args)
+        .env("NODE_PATH", dir.join("node_modules"));
+    Some(cmd)
+}
+
+/// Run a client (off the runtime's threads) and read its summary; its output is kept for
+/// the secret scan.
+pub async fn summary(mut cmd: Command) -> Value {
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("the client runs")).await.unwrap();
+    super::process::keep_output(&out);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the client's summary")
+}
