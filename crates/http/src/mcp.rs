@@ -20,6 +20,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use oncerpc_core::LogSafe;
 use oncerpc_core::store::now_ms;
 use oncerpc_mcp::{McpServer, SESSION_VERSIONS, Session, SessionTokens};
 use oncerpc_protocol::{ErrorCode, RpcError};
@@ -65,10 +66,8 @@ pub(crate) async fn post(
         && !SESSION_VERSIONS.contains(&v)
     {
         let served = SESSION_VERSIONS.join(", ");
-        return rpc_error(
-            StatusCode::BAD_REQUEST,
-            format!("unsupported MCP-Protocol-Version {v:?}: served are {served}"),
-        );
+        let message = format!("unsupported MCP-Protocol-Version {:?}: served are {served}", LogSafe(v));
+        return refuse(door, "version", StatusCode::BAD_REQUEST, message);
     }
     let (mut session, opening) = match header_str(&headers, SESSION_HEADER) {
         Some(token) => match door.tokens.verify(token, now_ms()) {
@@ -78,14 +77,12 @@ pub(crate) async fn post(
                 (s, false)
             }
             // Another tenant's session is as unknown as a forged one.
-            Ok(_) | Err(_) => return session_not_found(),
+            Ok(_) | Err(_) => return session_not_found(door),
         },
         None if oncerpc_mcp::is_initialize(&bytes) => (Session::new(tenant.clone()), true),
         None => {
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                "Mcp-Session-Id is required: send initialize first".into(),
-            );
+            let message = "Mcp-Session-Id is required: send initialize first".to_owned();
+            return refuse(door, "no_session", StatusCode::BAD_REQUEST, message);
         }
     };
     let answer = door.server.answer(&bytes, &mut session).await;
@@ -114,7 +111,7 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
         Err(resp) => return *resp,
     };
     let Some(token) = header_str(&headers, SESSION_HEADER) else {
-        return rpc_error(StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
+        return refuse(door, "no_session", StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
     };
     match door.tokens.verify(token, now_ms()) {
         Ok(id) if *id.tenant == *tenant => {
@@ -123,7 +120,7 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
             tracing::info!(tenant = %tenant, "MCP session ended");
             StatusCode::NO_CONTENT.into_response()
         }
-        _ => session_not_found(),
+        _ => session_not_found(door),
     }
 }
 
@@ -154,8 +151,10 @@ fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Box<Response
     if loopback || listed {
         return Ok(());
     }
-    st.dispatcher.metrics().overloaded("mcp_origin");
-    tracing::info!(origin = %oncerpc_core::LogSafe(origin), "MCP request from a foreign origin refused");
+    if let Some(door) = &st.mcp {
+        door.server.metrics().refused("origin");
+    }
+    tracing::info!(origin = %LogSafe(origin), "MCP request refused: a foreign origin");
     Err(Box::new(crate::json_response(
         StatusCode::FORBIDDEN,
         r#"{"code":"403","message":"origin not allowed: only loopback and the CORS allowlist reach /mcp"}"#,
@@ -167,11 +166,16 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-fn session_not_found() -> Response {
-    rpc_error(StatusCode::NOT_FOUND, "unknown or ended MCP session: initialize a new one".into())
+fn session_not_found(door: &McpDoor) -> Response {
+    let message = "unknown or ended MCP session: initialize a new one".to_owned();
+    refuse(door, "unknown_session", StatusCode::NOT_FOUND, message)
 }
 
-fn rpc_error(status: StatusCode, message: String) -> Response {
+/// A refusal of the transport (session, revision): counted in
+/// `oncerpc_mcp_refusals_total{reason}`, logged once, answered with a JSON-RPC error body.
+fn refuse(door: &McpDoor, reason: &'static str, status: StatusCode, message: String) -> Response {
+    door.server.metrics().refused(reason);
+    tracing::info!(reason, status = status.as_u16(), "MCP request refused: {message}");
     let err = RpcError::with_message(ErrorCode::InvalidRequest, message);
     crate::json_response(status, oncerpc_protocol::error_body(&err), None)
 }

@@ -1,5 +1,5 @@
-//! The MCP door's metrics: `oncerpc_mcp_requests_total{method,outcome}` and
-//! `oncerpc_mcp_sessions_total{event}`. Labels are bounded: MCP's own method names (anything
+//! The MCP door's metrics: `oncerpc_mcp_requests_total{method,outcome}`,
+//! `oncerpc_mcp_sessions_total{event}` and `oncerpc_mcp_refusals_total{reason}`. Labels are bounded: MCP's own method names (anything
 //! else is `other`) and a handful of outcomes.
 
 use prometheus::{IntCounterVec, Opts, Registry};
@@ -9,6 +9,7 @@ use prometheus::{IntCounterVec, Opts, Registry};
 pub struct McpMetrics {
     requests: IntCounterVec,
     sessions: IntCounterVec,
+    refusals: IntCounterVec,
 }
 
 /// The method label of a message.
@@ -39,13 +40,27 @@ impl McpMetrics {
             &["event"],
         )
         .expect("valid metric");
-        McpMetrics { requests, sessions }
+        let refusals = IntCounterVec::new(
+            Opts::new(
+                "oncerpc_mcp_refusals_total",
+                "Requests /mcp refused before any message was handled: origin (403), no_session (400), unknown_session (404), version (400)",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        McpMetrics { requests, sessions, refusals }
     }
 
     /// Add the counters to `registry` (the front door's).
     pub fn register(&self, registry: &Registry) {
         let _ = registry.register(Box::new(self.requests.clone()));
         let _ = registry.register(Box::new(self.sessions.clone()));
+        let _ = registry.register(Box::new(self.refusals.clone()));
+    }
+
+    /// A request the HTTP transport refused (`reason`: a fixed word).
+    pub fn refused(&self, reason: &'static str) {
+        self.refusals.with_label_values(&[reason]).inc();
     }
 
     pub(crate) fn request(&self, method: &str, outcome: &str) {
