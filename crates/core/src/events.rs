@@ -172,10 +172,13 @@ impl Dispatcher {
                 // there is none, so that the event id answered exists and is settled by the
                 // resume scanner once the record is done. Its token, 0, is below every
                 // owner's: it only ever creates, never overwrites the owner's event, and the
-                // owner's own write replaces it.
-                let event = sub.event(&id, 0, EventStatus::Processing, None, ttl);
-                if let Err(e) = self.store.put_event(&event).await {
-                    tracing::warn!(error = %e, "could not make the event of a key in progress");
+                // owner's own write replaces it. Looked up first: a storm of duplicates of a
+                // running event then costs reads, not writes.
+                if let Ok(None) = self.store.get_event(&id).await {
+                    let event = sub.event(&id, 0, EventStatus::Processing, None, ttl);
+                    if let Err(e) = self.store.put_event(&event).await {
+                        tracing::warn!(error = %e, "could not make the event of a key in progress");
+                    }
                 }
                 Ok(IdempotencyStatus::Processing)
             }
