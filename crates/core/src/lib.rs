@@ -54,6 +54,7 @@ mod memory;
 mod method;
 pub mod metrics;
 pub mod openrpc;
+mod progress;
 mod redact;
 mod registry;
 pub mod store;
@@ -76,6 +77,7 @@ pub use method::{
 };
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;
+pub use progress::{Progress, StepProgress};
 pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};

@@ -68,6 +68,9 @@ pub struct Context {
     /// The step journal of a keyed execution (SPEC §14): the steps an earlier owner
     /// finished, and where to store each new one. `None` without a key.
     pub journal: Option<crate::journal::StepJournal>,
+    /// Where to report each finished step while the call runs (a door's client is waiting
+    /// for it); `None` when nobody listens, and always for async events.
+    pub progress: Option<crate::Progress>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use

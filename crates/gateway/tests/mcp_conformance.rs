@@ -42,6 +42,8 @@ description = "Fails: its upstream answers 500"
   name = "fail"
   url = "{fail}"
 
+{logging}
+{progress}
 [[methods]]
 name = "json_schema_2020_12_tool"
 kind = "query"
@@ -54,7 +56,19 @@ params_schema = {{ "$schema" = "https://json-schema.org/draft/2020-12/schema", t
         text = ok.url("text"),
         fail = failing.url("fail"),
         echo = ok.url("echo"),
+        logging = three_steps("test_tool_with_logging", ok),
+        progress = three_steps("test_tool_with_progress", ok),
     )
+}
+
+/// A flow of three steps: each finished step is a log message and a progress notification.
+fn three_steps(name: &str, ok: &Upstream) -> String {
+    let mut flow =
+        format!("[[methods]]\nname = \"{name}\"\nkind = \"query\"\ndescription = \"Three steps\"\n");
+    for step in ["first", "second", "third"] {
+        flow += &format!("  [[methods.steps]]\n  name = \"{step}\"\n  url = \"{}\"\n", ok.url(step));
+    }
+    flow
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,6 +105,8 @@ async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
         "tools-call-simple-text",
         "tools-call-error",
         "json-schema-2020-12",
+        "tools-call-with-logging",
+        "tools-call-with-progress",
     ] {
         assert!(summary.lines().any(|l| l.contains(&format!("✓ {passing}:"))), "{passing} passes: {summary}");
     }

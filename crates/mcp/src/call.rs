@@ -12,7 +12,7 @@ use oncerpc_core::{Dispatcher, IdempotencyInfo, RequestMeta};
 use oncerpc_protocol::{Id, Outcome, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
 
-use crate::{Session, Tools, params_object};
+use crate::{Outbox, Session, Tools, params_object};
 
 /// `_meta` member carrying the idempotency key, on calls and on results.
 pub const META_KEY: &str = "io.oncerpc/idempotency-key";
@@ -31,6 +31,7 @@ pub async fn call(
     req: &Request<'_>,
     id: Id<'_>,
     session: &Session,
+    outbox: Option<&Outbox>,
 ) -> Result<(String, bool), RpcError> {
     let mut params = params_object(req)?;
     let name = match params.get("name") {
@@ -52,11 +53,14 @@ pub async fn call(
         Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
     };
     let force_retry = meta.and_then(|m| m.get(META_FORCE)).and_then(Value::as_bool).unwrap_or(false);
+    let token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+    let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
     let request = RequestMeta {
         tenant: session.tenant.clone(),
         idempotency_key: key,
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),
+        progress,
         ..RequestMeta::default()
     };
     let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;

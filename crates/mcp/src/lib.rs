@@ -48,6 +48,7 @@
 
 pub mod call;
 mod metrics;
+pub mod notify;
 pub mod session;
 pub mod stdio;
 pub mod tools;
@@ -60,6 +61,7 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcErro
 use serde_json::{Value, json};
 
 pub use metrics::McpMetrics;
+pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use tools::Tools;
 
@@ -124,6 +126,14 @@ impl McpServer {
     /// [`handle`](Self::handle), also saying whether the message was refused whole (not
     /// JSON, or a batch the revision does not have): HTTP answers that with `400`.
     pub async fn answer(&self, body: &[u8], session: &mut Session) -> Answer {
+        self.answer_with(body, session, None).await
+    }
+
+    /// [`answer`](Self::answer), sending the notifications of a call while it runs to
+    /// `outbox` (progress with a `progressToken`, a flow's steps as log messages at the
+    /// session's level): the transport delivers them before the answer (SSE, stdio lines).
+    /// `None`: the transport cannot, and none are made.
+    pub async fn answer_with(&self, body: &[u8], session: &mut Session, outbox: Option<Outbox>) -> Answer {
         let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
         let message = match oncerpc_protocol::parse(body) {
             Ok(m) => m,
@@ -134,11 +144,11 @@ impl McpServer {
             }
         };
         let body = match message {
-            Message::Single(entry) => self.entry(entry, session).await,
+            Message::Single(entry) => self.entry(entry, session, outbox.as_ref()).await,
             Message::Batch(entries) if session.version == Some("2025-03-26") && !entries.is_empty() => {
                 let mut answers = Vec::new();
                 for entry in entries {
-                    answers.extend(self.entry(entry, session).await);
+                    answers.extend(self.entry(entry, session, outbox.as_ref()).await);
                 }
                 (!answers.is_empty()).then(|| {
                     let mut out = b"[".to_vec();
@@ -158,7 +168,12 @@ impl McpServer {
         Answer { body, refused: false }
     }
 
-    async fn entry(&self, entry: Entry<'_>, session: &mut Session) -> Option<Vec<u8>> {
+    async fn entry(
+        &self,
+        entry: Entry<'_>,
+        session: &mut Session,
+        outbox: Option<&Outbox>,
+    ) -> Option<Vec<u8>> {
         let req = match entry {
             Entry::Valid(req) => req,
             Entry::Invalid { id, error } => return Some(error_answer(id, &error)),
@@ -179,7 +194,7 @@ impl McpServer {
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
             "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
             "tools/call" => {
-                call::call(&self.dispatcher, &self.tools, &req, id, session).await.map(|(r, e)| {
+                call::call(&self.dispatcher, &self.tools, &req, id, session, outbox).await.map(|(r, e)| {
                     tool_error = e;
                     Cow::Owned(r)
                 })
@@ -231,8 +246,7 @@ pub fn is_initialize(body: &[u8]) -> bool {
 
 /// `logging/setLevel`: one of the syslog levels MCP names.
 fn set_level(req: &Request<'_>, session: &mut Session) -> Result<(), RpcError> {
-    const LEVELS: [&str; 8] =
-        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+    use notify::LEVELS;
     let params = params_object(req)?;
     match params.get("level").and_then(Value::as_str) {
         Some(level) if LEVELS.contains(&level) => {

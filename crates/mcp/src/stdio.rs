@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use oncerpc_stdio::Exit;
+use oncerpc_stdio::{Exit, Outbox};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::{McpServer, Session};
@@ -24,7 +24,9 @@ where
 {
     let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
     oncerpc_stdio::serve(
-        async |body: &[u8]| server.handle(body, &mut session).await,
+        async |body: &[u8], outbox: &Outbox| {
+            server.answer_with(body, &mut session, Some(outbox.clone())).await.body
+        },
         input,
         output,
         max_body,

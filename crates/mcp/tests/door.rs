@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oncerpc_core::{
-    Context, Dispatcher, DispatcherConfig, MemoryStore, MethodSpec, Mode, Registry, RequestMeta, typed,
+    Context, Dispatcher, DispatcherConfig, MemoryStore, MethodSpec, Mode, Registry, RequestMeta,
+    StepProgress, typed,
 };
 use oncerpc_mcp::{McpServer, Session};
 use oncerpc_protocol::RpcError;
@@ -32,6 +33,22 @@ fn server(mode: Mode) -> (McpServer, Arc<Dispatcher>, Arc<AtomicUsize>) {
             MethodSpec::query(),
             typed(|_c: Context, p: Value| async move {
                 Ok::<_, RpcError>(p["a"].as_i64().unwrap_or(0) + p["b"].as_i64().unwrap_or(0))
+            }),
+        )
+        .unwrap();
+    registry
+        .register(
+            "steps",
+            MethodSpec::query(),
+            typed(|c: Context, _: Value| async move {
+                for (n, step) in ["one", "two", "three"].into_iter().enumerate() {
+                    tokio::task::yield_now().await;
+                    if let Some(p) = &c.progress {
+                        let done = n as u32 + 1;
+                        p.report(&StepProgress { step, done, total: 3, ok: true, resumed: false });
+                    }
+                }
+                Ok::<_, RpcError>("finished")
             }),
         )
         .unwrap();
@@ -196,4 +213,53 @@ async fn bad_input_gets_a_clear_error_and_runs_nothing() {
     let served: Value = serde_json::from_slice(&s.handle(batch.as_bytes(), &mut old).await.unwrap()).unwrap();
     assert_eq!(served, json!([{"jsonrpc":"2.0","result":{},"id":5}]));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn over_stdio_a_calls_progress_and_log_lines_come_before_its_answer() {
+    let (s, _, _) = server(Mode::Dev);
+    let lines = [
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}),
+        call(2, "steps", json!({}), Some(json!({"progressToken": 7}))),
+        // No token and a level above the steps' messages: nothing but the answer.
+        json!({"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"error"}}),
+        call(4, "steps", json!({}), None),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut output = Vec::new();
+    oncerpc_mcp::stdio::run(&s, input.as_bytes(), &mut output, 1 << 20, std::future::pending())
+        .await
+        .unwrap();
+    let out: Vec<Value> = output
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let kinds: Vec<String> = out
+        .iter()
+        .map(|m| {
+            m.get("method")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("answer {}", m["id"]), str::to_owned)
+        })
+        .collect();
+    let p = "notifications/progress";
+    let m = "notifications/message";
+    assert_eq!(
+        kinds,
+        ["answer 0", "answer 1", p, m, p, m, p, m, "answer 2", "answer 3", "answer 4"],
+        "{out:#?}"
+    );
+    let progress: Vec<_> =
+        out.iter().filter(|m| m["method"] == p).map(|m| m["params"]["progress"].clone()).collect();
+    assert_eq!(progress, [json!(1), json!(2), json!(3)]);
+    assert!(
+        out.iter()
+            .filter(|m| m["method"] == p)
+            .all(|m| m["params"]["progressToken"] == 7 && m["params"]["total"] == 3)
+    );
+    assert_eq!(out[8]["result"]["structuredContent"], json!({"result": "finished"}));
 }

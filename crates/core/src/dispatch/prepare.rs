@@ -59,6 +59,7 @@ impl Dispatcher {
             idempotency_status: None,
             return_step: meta.return_step.clone(),
             journal: None,
+            progress: meta.progress.clone(),
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {
