@@ -73,7 +73,7 @@ pub use idempotency::{IdempotencyConfig, Mode};
 pub use memory::MemoryStore;
 pub use method::{
     BoxFuture, Context, DEFAULT_TIMEOUT, Handler, HandlerResult, IdempotencyStatus, KeySource, Kind,
-    MethodSpec, decode_params, typed,
+    MethodSpec, ToolOptions, decode_params, typed,
 };
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;

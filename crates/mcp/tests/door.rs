@@ -263,3 +263,69 @@ async fn over_stdio_a_calls_progress_and_log_lines_come_before_its_answer() {
     );
     assert_eq!(out[8]["result"]["structuredContent"], json!({"result": "finished"}));
 }
+
+/// Wait until the clock is in window `n` of `window_ms` (or later).
+async fn until_window(n: u64, window_ms: u64) {
+    let now = oncerpc_core::store::now_ms();
+    let at = n * window_ms + 5;
+    if now < at {
+        tokio::time::sleep(std::time::Duration::from_millis(at - now)).await;
+    }
+}
+
+#[tokio::test]
+async fn derive_key_makes_an_identical_keyless_call_within_the_window_a_duplicate() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let mut registry = Registry::new();
+    let mut email = MethodSpec::command();
+    let window_ms = 1_000;
+    email.derive_key_window = Some(std::time::Duration::from_millis(window_ms));
+    let handler = typed(move |_c: Context, p: Value| {
+        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+        async move { Ok::<_, RpcError>(json!({ "sent": p["to"], "run": n })) }
+    });
+    registry.register("email.send", email, handler).unwrap();
+    let mut config = DispatcherConfig::default();
+    config.idempotency.mode = Mode::Production;
+    let d = Arc::new(Dispatcher::with_store(registry, config, Arc::new(MemoryStore::default())));
+    let s = McpServer::new(d);
+    let mut session = initialized(&s, "2025-11-25").await;
+    let status =
+        |a: &Value| a["result"]["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap().to_owned();
+    let key = |a: &Value| a["result"]["_meta"]["io.oncerpc/idempotency-key"].as_str().unwrap().to_owned();
+
+    // Start at the beginning of a window, so the retries below land where the test says.
+    let w = oncerpc_core::store::now_ms() / window_ms + 1;
+    until_window(w, window_ms).await;
+    let first =
+        send(&s, &mut session, call(1, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&first), "new", "no key needed even in production: {first}");
+    // The same arguments in another order and spelling: the same call.
+    let again =
+        send(&s, &mut session, call(2, "email.send", json!({"n":1.0,"to":"a@x.io"}), None)).await.unwrap();
+    assert_eq!((status(&again), key(&again)), ("duplicate".into(), key(&first)));
+    let other =
+        send(&s, &mut session, call(3, "email.send", json!({"to":"b@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&other), "new");
+    // The next window still finds the first call.
+    until_window(w + 1, window_ms).await;
+    let next =
+        send(&s, &mut session, call(4, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!((status(&next), key(&next)), ("duplicate".into(), key(&first)));
+    // Two windows on, it is a new call; a key the client gives wins over the derived one.
+    until_window(w + 2, window_ms).await;
+    let later =
+        send(&s, &mut session, call(5, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&later), "new");
+    assert_ne!(key(&later), key(&first));
+    let keyed = send(
+        &s,
+        &mut session,
+        call(6, "email.send", json!({"to":"a@x.io","n":1,"idempotency_key":"mine-1"}), None),
+    )
+    .await
+    .unwrap();
+    assert_eq!((status(&keyed), key(&keyed)), ("new".into(), "mine-1".into()));
+    assert_eq!(runs.load(Ordering::SeqCst), 4, "a@x.io twice (two windows apart), b@x.io, and mine-1");
+}
