@@ -320,3 +320,75 @@ async fn a_flow_tells_each_step_as_progress_and_log_events_before_its_result() {
         assert_eq!(up.count(step), 3, "{step}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_query_stops_and_a_cancelled_command_runs_on() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-cancel");
+    let lookup = format!(
+        "[[methods]]\nname = \"orders.lookup\"\nkind = \"query\"\ntimeout_ms = 30000\n  [[methods.steps]]\n  name = \"lookup\"\n  url = \"{}\"\n",
+        up.url("lookup")
+    );
+    let gw = Gateway::with_config(&dir, &config(&up, &format!("{}\n{lookup}", sqlite(&dir))));
+    let h = gw.http();
+    let sid = open(&h, ACME).await;
+    let session = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let cancel = |id: u64| {
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user"}})
+            .to_string()
+    };
+    let wait_for = |step: &'static str| {
+        let up = &up;
+        async move {
+            for _ in 0..500 {
+                if up.count(step) > 0 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("{step} was never called");
+        }
+    };
+
+    // A query that waits on a slow upstream: cancelled, its POST ends at once with no answer.
+    up.set_delay(20_000, &["lookup"]);
+    let query = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"orders.lookup","arguments":{}}});
+    let (h2, s2) = (h.clone(), sid.clone());
+    let asked = tokio::spawn(async move {
+        let session = [("Mcp-Session-Id", s2.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+        mcp(&h2, Some(ACME), &session, &query.to_string()).await
+    });
+    wait_for("lookup").await;
+    // Another tenant cannot cancel it (its session is not this one).
+    let beta = open(&h, BETA).await;
+    let other = [("Mcp-Session-Id", beta.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    assert_eq!(mcp(&h, Some(BETA), &other, &cancel(7)).await.status, 202);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished(), "another session's cancellation stops nothing");
+    assert_eq!(mcp(&h, Some(ACME), &session, &cancel(7)).await.status, 202);
+    let a = asked.await.unwrap();
+    assert_eq!((a.status, a.body.as_str()), (202, ""), "a cancelled request gets no answer");
+    assert_eq!(up.active(), 1, "answered while the upstream still held the query: it was not waited for");
+
+    // A command is not stopped: it finishes, its POST gets the result, and the retry the
+    // stored one.
+    up.set_delay(300, &["charge"]);
+    let (h2, s2) = (h.clone(), sid.clone());
+    let ordered = tokio::spawn(async move {
+        let session = [("Mcp-Session-Id", s2.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+        mcp(&h2, Some(ACME), &session, &call(8, "A", "cancel-me")).await
+    });
+    wait_for("charge").await;
+    assert_eq!(mcp(&h, Some(ACME), &session, &cancel(8)).await.status, 202);
+    let a = ordered.await.unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{}", a.body);
+    let retry = mcp(&h, Some(ACME), &session, &call(9, "A", "cancel-me")).await;
+    assert_eq!(retry.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate");
+    assert_eq!(up.count("charge"), 1);
+    let metrics = h.get("/metrics", &[]).await.body;
+    assert!(
+        metrics.contains(r#"oncerpc_mcp_requests_total{method="tools/call",outcome="cancelled"} 1"#),
+        "{metrics}"
+    );
+}

@@ -76,6 +76,7 @@ pub(crate) async fn post(
                 let mut s = Session::new(tenant.clone());
                 s.version = Some(id.version);
                 s.log_level = door.tokens.log_level(token);
+                s.id = Some(token.into());
                 (s, false)
             }
             // Another tenant's session is as unknown as a forged one.

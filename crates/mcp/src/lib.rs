@@ -47,6 +47,7 @@
 //! ```
 
 pub mod call;
+mod cancel;
 mod metrics;
 pub mod notify;
 pub mod session;
@@ -77,11 +78,14 @@ pub struct Session {
     pub version: Option<&'static str>,
     /// The log level the client asked for (`logging/setLevel`).
     pub log_level: Option<String>,
+    /// The transport's name for the session (HTTP: its `Mcp-Session-Id`), which scopes the
+    /// request ids a cancellation names; `None` where one connection is one session.
+    pub id: Option<Arc<str>>,
 }
 
 impl Session {
     pub fn new(tenant: impl Into<Arc<str>>) -> Session {
-        Session { tenant: tenant.into(), version: None, log_level: None }
+        Session { tenant: tenant.into(), version: None, log_level: None, id: None }
     }
 }
 
@@ -99,12 +103,13 @@ pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
     tools: Tools,
     metrics: McpMetrics,
+    inflight: cancel::Inflight,
 }
 
 impl McpServer {
     pub fn new(dispatcher: Arc<Dispatcher>) -> McpServer {
         let tools = Tools::from_registry(dispatcher.registry());
-        McpServer { dispatcher, tools, metrics: McpMetrics::new() }
+        McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }
 
     /// The door's counters (register them where `/metrics` gathers).
@@ -183,8 +188,9 @@ impl McpServer {
             // Notifications (initialized, cancelled, progress, roots changed …): nothing to
             // answer. A cancelled call runs on: a command keeps its side effect and its
             // stored outcome, which the retry gets.
+            let stopped = req.method == "notifications/cancelled" && self.cancel(&req, session);
             self.metrics.request(&req.method, "notification");
-            tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP notification");
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, stopped, "MCP notification");
             return None;
         };
         let mut tool_error = false;
@@ -194,10 +200,21 @@ impl McpServer {
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
             "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
             "tools/call" => {
-                call::call(&self.dispatcher, &self.tools, &req, id, session, outbox).await.map(|(r, e)| {
-                    tool_error = e;
-                    Cow::Owned(r)
-                })
+                match call::call(&self.dispatcher, &self.tools, &req, id, session, outbox, &self.inflight)
+                    .await
+                {
+                    Ok(Some((r, e))) => {
+                        tool_error = e;
+                        Ok(Cow::Owned(r))
+                    }
+                    // Cancelled by the client: no answer (the revision asks for none).
+                    Ok(None) => {
+                        self.metrics.request(&req.method, "cancelled");
+                        tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP call cancelled by the client");
+                        return None;
+                    }
+                    Err(e) => Err(e),
+                }
             }
             _ => Err(RpcError::method_not_found()),
         };
@@ -236,6 +253,17 @@ impl McpServer {
                 reuse the same key when you retry the same call, so it runs once.",
         });
         Cow::Owned(result.to_string())
+    }
+}
+
+impl McpServer {
+    /// `notifications/cancelled`: stop the named request if it is a query running here.
+    fn cancel(&self, req: &Request<'_>, session: &Session) -> bool {
+        let Ok(params) = params_object(req) else { return false };
+        let Some(id) = params.get("requestId").filter(|v| v.is_string() || v.is_number()) else {
+            return false;
+        };
+        self.inflight.cancel(&session.tenant, session.id.as_deref().unwrap_or(""), &id.to_string())
     }
 }
 
