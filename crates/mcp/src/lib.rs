@@ -51,6 +51,7 @@ mod cancel;
 mod metrics;
 pub mod notify;
 pub mod session;
+pub mod sessions;
 pub mod stdio;
 pub mod tools;
 
@@ -64,6 +65,7 @@ use serde_json::{Value, json};
 pub use metrics::McpMetrics;
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
+pub use sessions::Sessions;
 pub use tools::Tools;
 
 /// The session-era revisions served, newest first.
