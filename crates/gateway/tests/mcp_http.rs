@@ -432,3 +432,39 @@ async fn a_cancelled_query_stops_and_a_cancelled_command_runs_on() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotency_key_header_is_a_calls_key_as_on_rpc() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-key-header");
+    let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
+    let h = gw.http();
+    let sid = open(&h, ACME).await;
+    let keyless = |id: u64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"orders.create","arguments":{"sku":"H"}}})
+            .to_string()
+    };
+    let with = |key: &'static str| [("Mcp-Session-Id", sid.clone()), ("Idempotency-Key", key.to_owned())];
+    let send = |headers: [(&'static str, String); 2], body: String| {
+        let h = h.clone();
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            mcp(&h, Some(ACME), &headers, &body).await
+        }
+    };
+    let status = |a: &common::Answer| a.json()["result"]["_meta"]["io.oncerpc/idempotency-status"].clone();
+    let first = send(with("hdr-1"), keyless(2)).await;
+    assert_eq!(
+        (status(&first), first.json()["result"]["_meta"]["io.oncerpc/idempotency-key"].clone()),
+        (json!("new"), json!("hdr-1"))
+    );
+    assert_eq!(status(&send(with("hdr-1"), keyless(3)).await), json!("duplicate"));
+    // The header and a key in _meta or in the arguments must agree.
+    let meta = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders.create",
+        "arguments":{"sku":"H"},"_meta":{"io.oncerpc/idempotency-key":"other-1"}}});
+    let a = send(with("hdr-1"), meta.to_string()).await;
+    assert_eq!(a.json()["error"]["code"], -32602, "{}", a.body);
+    let a = send(with("hdr-1"), call(5, "H", "other-2")).await;
+    assert_eq!(a.json()["result"]["isError"], true, "{}", a.body);
+    assert_eq!(up.count("charge"), 1);
+}

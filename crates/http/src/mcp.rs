@@ -71,6 +71,11 @@ pub(crate) async fn post(
         let message = format!("unsupported MCP-Protocol-Version {:?}: served are {served}", LogSafe(v));
         return refuse(door, "version", StatusCode::BAD_REQUEST, message);
     }
+    // The key and key_header values a call may take from the headers, as on /rpc.
+    let request = match crate::request_meta(&st, &headers, tenant.clone()) {
+        Ok(r) => r,
+        Err(e) => return refuse(door, "key_header", StatusCode::BAD_REQUEST, e.message.to_string()),
+    };
     let token = header_str(&headers, SESSION_HEADER).map(str::to_owned);
     let (mut session, opening): (Session, bool) = match token.as_deref() {
         Some(token) => match door.sessions.check(token, now_ms()).await {
@@ -95,6 +100,8 @@ pub(crate) async fn post(
     // client takes them; the first notification decides (crate::sse).
     let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
     let outbox = crate::sse::accepted(&headers).then_some(outbox);
+    session.key_header = request.idempotency_key;
+    session.key_headers = request.key_headers;
     let state = st.clone();
     let level = session.log_level.clone();
     let mut answering = Box::pin(async move {

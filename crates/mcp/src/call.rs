@@ -2,7 +2,8 @@
 //!
 //! The arguments are the method's params. The key: `_meta["io.oncerpc/idempotency-key"]`,
 //! else `arguments.idempotency_key` (a reserved member, as on `/rpc`: not part of the
-//! fingerprint), else the method's own key rule; both given and different is an invalid call.
+//! fingerprint), else the transport's key header, else the method's own key rule; two given
+//! and different is an invalid call.
 //! So a command sent over `/rpc` and retried over MCP with the same key, tenant and arguments
 //! is a duplicate. `_meta["io.oncerpc/force-retry"]: true` re-runs a failed one.
 
@@ -50,7 +51,12 @@ pub async fn call(
     };
     let meta = params.get("_meta").and_then(Value::as_object);
     let key = match meta.and_then(|m| m.get(META_KEY)) {
-        None | Some(Value::Null) => None,
+        None | Some(Value::Null) => session.key_header.clone(),
+        Some(Value::String(k)) if session.key_header.as_deref().is_some_and(|h| h != k) => {
+            return Err(RpcError::invalid_params(format!(
+                "invalid idempotency key: _meta[\"{META_KEY}\"] and the Idempotency-Key header differ"
+            )));
+        }
         Some(Value::String(k)) => Some(Arc::from(k.as_str())),
         Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
     };
@@ -63,6 +69,7 @@ pub async fn call(
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),
         progress,
+        key_headers: session.key_headers.clone(),
         ..RequestMeta::default()
     };
     let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;

@@ -83,11 +83,24 @@ pub struct Session {
     /// The transport's name for the session (HTTP: its `Mcp-Session-Id`), which scopes the
     /// request ids a cancellation names; `None` where one connection is one session.
     pub id: Option<Arc<str>>,
+    /// The key the transport carried (HTTP: `Idempotency-Key` / `X-Idempotency-Key`), used
+    /// by a call whose `_meta` has none.
+    pub key_header: Option<Arc<str>>,
+    /// The request headers a method's `key_header` names (HTTP), for methods that take their
+    /// key from one.
+    pub key_headers: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl Session {
     pub fn new(tenant: impl Into<Arc<str>>) -> Session {
-        Session { tenant: tenant.into(), version: None, log_level: None, id: None }
+        Session {
+            tenant: tenant.into(),
+            version: None,
+            log_level: None,
+            id: None,
+            key_header: None,
+            key_headers: Vec::new(),
+        }
     }
 }
 
