@@ -195,6 +195,8 @@ async fn every_refusal_has_its_status_and_nothing_runs() {
         r#"oncerpc_mcp_requests_total{method="other",outcome="refused"} 2"#,
         r#"oncerpc_mcp_sessions_total{event="opened"} 2"#,
         r#"oncerpc_mcp_sessions_total{event="ended"} 1"#,
+        // Opened with X-API-Key and still live; the other one was ended.
+        "oncerpc_mcp_sessions_active 1",
         r#"oncerpc_mcp_refusals_total{reason="no_session"} 1"#,
         r#"oncerpc_mcp_refusals_total{reason="unknown_session"} 3"#,
         r#"oncerpc_mcp_refusals_total{reason="version"} 1"#,

@@ -195,6 +195,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);
+        let _ = door_metrics.register(Box::new(door.sessions.active_gauge()));
     }
     let state = Arc::new(AppState {
         mcp,

@@ -11,7 +11,7 @@
 //! level set on it.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
@@ -53,14 +53,19 @@ pub enum SessionError {
 /// Issues and checks session ids with one secret.
 pub struct SessionTokens {
     secret: Vec<u8>,
-    states: Mutex<(HashMap<String, State>, VecDeque<String>)>,
+    states: Arc<Mutex<States>>,
 }
+
+/// Per session token, what this process knows; the insertion order, to forget the oldest.
+type States = (HashMap<String, State>, VecDeque<String>);
 
 /// What this process knows of a session beyond its token.
 #[derive(Debug, Default, Clone)]
 struct State {
     ended: bool,
     log_level: Option<String>,
+    /// When this process last served a message of the session.
+    last_seen_ms: u64,
 }
 
 impl SessionTokens {
@@ -71,7 +76,7 @@ impl SessionTokens {
             Some(s) => s.to_vec(),
             None => (0..4).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect(),
         };
-        SessionTokens { secret, states: Mutex::new((HashMap::new(), VecDeque::new())) }
+        SessionTokens { secret, states: Arc::new(Mutex::new((HashMap::new(), VecDeque::new()))) }
     }
 
     /// A new session id for `tenant` at revision `version`.
@@ -127,6 +132,18 @@ impl SessionTokens {
         self.update(token, |s| s.log_level = Some(level.to_owned()));
     }
 
+    /// A (verified) session served a message here at `now_ms`.
+    pub fn seen(&self, token: &str, now_ms: u64) {
+        self.update(token, |s| s.last_seen_ms = now_ms);
+    }
+
+    /// The gauge of sessions this process served a message of within `window`
+    /// (`oncerpc_mcp_sessions_active`); register it where `/metrics` gathers.
+    pub fn active_gauge(&self, window: Duration) -> ActiveSessions {
+        let desc = prometheus::core::Collector::desc(&ActiveSessions::gauge(0))[0].clone();
+        ActiveSessions { states: self.states.clone(), window, desc }
+    }
+
     fn state(&self, token: &str) -> Option<State> {
         self.states.lock().ok()?.0.get(token).cloned()
     }
@@ -149,6 +166,48 @@ impl SessionTokens {
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret).expect("HMAC takes any key length");
         mac.update(body.as_bytes());
         mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// `oncerpc_mcp_sessions_active`: the sessions that sent this process a message within the
+/// idle time (not ended), counted when `/metrics` is read.
+pub struct ActiveSessions {
+    states: Arc<Mutex<States>>,
+    window: Duration,
+    desc: prometheus::core::Desc,
+}
+
+impl ActiveSessions {
+    fn gauge(value: i64) -> prometheus::IntGauge {
+        let g = prometheus::IntGauge::new(
+            "oncerpc_mcp_sessions_active",
+            "MCP sessions (session era) that sent this process a message within mcp.session_idle_secs and were not ended",
+        )
+        .expect("valid metric");
+        g.set(value);
+        g
+    }
+
+    /// The sessions active at `now_ms`.
+    pub fn count(&self, now_ms: u64) -> usize {
+        let since = now_ms.saturating_sub(self.window.as_millis() as u64);
+        self.states
+            .lock()
+            .map(|s| s.0.values().filter(|s| !s.ended && s.last_seen_ms > since).count())
+            .unwrap_or(0)
+    }
+}
+
+impl prometheus::core::Collector for ActiveSessions {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        prometheus::core::Collector::collect(&Self::gauge(self.count(now) as i64))
     }
 }
 
@@ -183,8 +242,12 @@ mod tests {
         s.set_log_level(&t, "debug");
         assert_eq!(s.log_level(&t).as_deref(), Some("debug"));
         assert_eq!(s.verify(&t, 2_000).map(|id| id.tenant), Ok("acme".into()), "a level is not an end");
+        let gauge = s.active_gauge(Duration::from_millis(1_000));
+        s.seen(&t, 2_000);
+        assert_eq!((gauge.count(2_500), gauge.count(3_100)), (1, 0), "active within the window only");
         s.end(&t);
         assert_eq!(s.verify(&t, 2_000), Err(SessionError::Ended));
         assert_eq!(s.log_level(&t).as_deref(), Some("debug"));
+        assert_eq!(gauge.count(2_500), 0, "an ended session is not active");
     }
 }

@@ -39,6 +39,11 @@ impl Sessions {
         &self.tokens
     }
 
+    /// `oncerpc_mcp_sessions_active` for `/metrics`.
+    pub fn active_gauge(&self) -> crate::session::ActiveSessions {
+        self.tokens.active_gauge(self.idle)
+    }
+
     fn key(id: &SessionId) -> RecordKey {
         RecordKey::new(id.tenant.as_str(), SESSION_METHOD, id.nonce.as_str())
     }
@@ -56,7 +61,10 @@ impl Sessions {
             ttl: SESSION_LIFETIME,
         };
         match self.store.claim(claim).await {
-            Ok(Claim::Acquired { .. }) => Ok(token),
+            Ok(Claim::Acquired { .. }) => {
+                self.tokens.seen(&token, now_ms);
+                Ok(token)
+            }
             Ok(other) => {
                 // A fresh random nonce that exists already: never expected.
                 tracing::error!(claim = ?other, "a new MCP session's record exists already");
@@ -84,6 +92,7 @@ impl Sessions {
         if lease_until_ms <= now_ms {
             return Err(SessionError::Expired);
         }
+        self.tokens.seen(token, now_ms);
         if lease_until_ms - now_ms < self.idle.as_millis() as u64 / 2 {
             // Not fatal: the next request renews it.
             if let Err(e) = self.store.renew(&key, record.token, self.idle).await {
