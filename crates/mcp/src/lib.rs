@@ -47,8 +47,10 @@
 //! ```
 
 pub mod call;
+pub mod discover;
 mod metrics;
 pub mod session;
+pub mod stateless;
 pub mod stdio;
 pub mod tools;
 
@@ -61,6 +63,7 @@ use serde_json::{Value, json};
 
 pub use metrics::McpMetrics;
 pub use session::{SessionError, SessionId, SessionTokens};
+pub use stateless::{RequestHeaders, STATELESS_VERSIONS, StatelessAnswer};
 pub use tools::Tools;
 
 /// The session-era revisions served, newest first.
@@ -244,7 +247,7 @@ fn set_level(req: &Request<'_>, session: &mut Session) -> Result<(), RpcError> {
 }
 
 /// The `cursor` of a paginated request, if any.
-fn cursor(req: &Request<'_>) -> Result<Option<String>, RpcError> {
+pub(crate) fn cursor(req: &Request<'_>) -> Result<Option<String>, RpcError> {
     let params = params_object(req)?;
     match params.get("cursor") {
         None | Some(Value::Null) => Ok(None),
@@ -264,7 +267,7 @@ pub(crate) fn params_object(req: &Request<'_>) -> Result<serde_json::Map<String,
     }
 }
 
-fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
+pub(crate) fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(result.len() + 48);
     match RawValue::from_string(result.to_owned()) {
         Ok(raw) => oncerpc_protocol::write_result(&mut out, Some(id), &raw),
@@ -273,7 +276,7 @@ fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
     out
 }
 
-fn error_answer(id: Option<Id<'_>>, error: &RpcError) -> Vec<u8> {
+pub(crate) fn error_answer(id: Option<Id<'_>>, error: &RpcError) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     oncerpc_protocol::write_error(&mut out, id, error);
     out
