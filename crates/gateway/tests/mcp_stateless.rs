@@ -62,7 +62,7 @@ fn call(id: u64, sku: &str, key: &str) -> Value {
 }
 
 /// The headers a conforming client sends with `body`.
-fn standard(body: &Value) -> Vec<(&'static str, String)> {
+fn standard(body: &Value) -> Headers {
     let mut h = vec![("MCP-Protocol-Version", "2026-07-28".to_owned())];
     if let Some(m) = body["method"].as_str() {
         h.push(("Mcp-Method", m.to_owned()));
@@ -144,8 +144,11 @@ async fn any_replica_answers_any_stateless_request_and_a_key_holds_across_them()
     assert_eq!(up.count("charge"), 2, "one more upstream call: the SDK's command ran once");
 }
 
+/// Request headers: name, value.
+type Headers = Vec<(&'static str, String)>;
+
 /// A refusal case: what, the headers, the body, the HTTP status, the JSON-RPC code.
-type Case = (&'static str, Vec<(&'static str, String)>, String, u16, i64);
+type Case = (&'static str, Headers, String, u16, i64);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_stateless_refusal_has_its_status_and_nothing_runs() {
@@ -154,19 +157,19 @@ async fn every_stateless_refusal_has_its_status_and_nothing_runs() {
     let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
     let h = gw.http();
     let good = call(1, "A", "k-refused");
-    let with = |f: &dyn Fn(&mut Vec<(&'static str, String)>)| {
+    let with = |f: &dyn Fn(&mut Headers)| {
         let mut h = standard(&good);
         f(&mut h);
         h
     };
     let set = |name: &'static str, value: &str| {
         let value = value.to_owned();
-        move |h: &mut Vec<(&'static str, String)>| {
+        move |h: &mut Headers| {
             h.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             h.push((name, value.clone()));
         }
     };
-    let drop = |name: &'static str| move |h: &mut Vec<(&'static str, String)>| h.retain(|(n, _)| *n != name);
+    let drop = |name: &'static str| move |h: &mut Headers| h.retain(|(n, _)| *n != name);
     let mut other_version = good.clone();
     other_version["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1999-01-01");
     let mut no_meta = good.clone();
