@@ -1,5 +1,7 @@
-//! `/mcp`: the MCP door over Streamable HTTP, session era (`oncerpc-mcp` answers the
-//! messages; this is the transport).
+//! `/mcp`: the MCP door over Streamable HTTP (`oncerpc-mcp` answers the messages; this is the
+//! transport). A POST without `Mcp-Session-Id` whose `_meta` or `MCP-Protocol-Version` names
+//! the stateless revision `2026-07-28` goes to [`stateless`]; everything else is the session
+//! era's, below.
 //!
 //! * `POST`: one JSON-RPC message (or, in `2025-03-26`, a batch). A request is answered
 //!   `200` with `application/json`; notifications and responses `202` with no body; a body

@@ -8,7 +8,10 @@
 //! [`Session`]. The transports call it: [`stdio`] (newline-delimited JSON, for desktop hosts
 //! that start `oncerpc mcp` as a command).
 //!
-//! * **Protocol revisions**: the session era (`2025-11-25`, `2025-06-18`, `2025-03-26`):
+//! * **Protocol eras**, chosen per message: the stateless revision `2026-07-28`
+//!   ([`stateless`], [`McpServer::stateless`]: no handshake, `_meta` on every request,
+//!   `server/discover`, HTTP headers checked against the body) and the session era
+//!   (`2025-11-25`, `2025-06-18`, `2025-03-26`):
 //!   `initialize` negotiates one of them (an unknown one is answered with the latest), `ping`,
 //!   `logging/setLevel`, `tools/list` (paginated) and `tools/call`; notifications are never
 //!   answered. Batches only where the negotiated revision has them (`2025-03-26`).

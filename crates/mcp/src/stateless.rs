@@ -5,9 +5,9 @@
 //! * **Era**: [`is_stateless`] picks it per message: a request whose `_meta` names a protocol
 //!   version, or (over HTTP) whose `MCP-Protocol-Version` header is not a session-era revision.
 //!   Everything else (`initialize`, messages of a session) is the session era's.
-//! * **Requests**: `server/discover` ([`discover`](crate::discover)), `tools/list` (with caching
+//! * **Requests**: `server/discover` ([`discover`]), `tools/list` (with caching
 //!   hints: `ttlMs`, `cacheScope`) and `tools/call` — the same calls as the session era's
-//!   ([`call`](crate::call)), keys, `new|duplicate` and `isError` results alike. Every result
+//!   ([`call`]), keys, `new|duplicate` and `isError` results alike. Every result
 //!   carries `resultType: "complete"`. Any other method (`initialize`, `ping`,
 //!   `logging/setLevel`, resources, prompts, …) is `-32601`.
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
