@@ -110,11 +110,23 @@ async fn the_sdk_v2_client_in_2026_07_28_calls_a_command_twice_and_it_runs_once(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn any_replica_answers_any_stateless_request_and_a_key_holds_across_them() {
+async fn any_replica_answers_any_stateless_request_and_a_key_holds_across_them_on_redis() {
     let Some(redis) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") else { return };
+    replicas_answer(format!("[store]\nurl = \"{redis}\"\nredis_prefix = \"{}\"", unique("mcp26"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_answers_any_stateless_request_and_a_key_holds_across_them_on_postgres() {
+    let Some(pg) = oncerpc_core::testkit::service_url("ONCERPC_TEST_POSTGRES_URL", "PostgreSQL") else {
+        return;
+    };
+    replicas_answer(format!("[store]\nurl = \"{pg}\"")).await;
+}
+
+/// Two replicas on the store `shared` names (no session secret: nothing of a stateless
+/// request depends on the replica).
+async fn replicas_answer(shared: String) {
     let up = Upstream::start().await;
-    // No shared session secret: nothing of a stateless request depends on the replica.
-    let shared = format!("[store]\nurl = \"{redis}\"\nredis_prefix = \"{}\"", unique("mcp26"));
     let (dir_a, dir_b) = (TempDir::new("mcp26-replica-a"), TempDir::new("mcp26-replica-b"));
     let a = Gateway::with_config(&dir_a, &config(&up, &shared));
     let b = Gateway::with_config(&dir_b, &config(&up, &shared));
