@@ -212,6 +212,18 @@ pub fn subset_fingerprint(pointers: &[String], params: Option<&RawValue>) -> Res
     Ok(idempotency::hex(&Sha256::digest(canonical_json(&doc)?.as_bytes())))
 }
 
+/// `derive_key` (SPEC §16): the key of a call that brought none, from its fingerprint (its
+/// canonical params) and the window of time it falls in, and the key of the window before.
+/// A call whose previous window's record exists with the same fingerprint is its duplicate:
+/// so identical calls less than one window apart are always duplicates, and calls two
+/// windows apart never are.
+pub fn call_keys(fingerprint: &str, window: std::time::Duration, now_ms: u64) -> (Arc<str>, Arc<str>) {
+    let window_ms = (window.as_millis() as u64).max(1);
+    let n = now_ms / window_ms;
+    let fp = &fingerprint[..fingerprint.len().min(32)];
+    (Arc::from(format!("call-{fp}-{n}")), Arc::from(format!("call-{fp}-{}", n.saturating_sub(1))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

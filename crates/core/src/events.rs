@@ -296,6 +296,7 @@ impl Dispatcher {
                     idempotency_status: Some(IdempotencyStatus::New),
                     return_step: event.return_step.as_deref().map(Arc::from),
                     journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
+                    progress: None,
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);

@@ -54,6 +54,7 @@ mod memory;
 mod method;
 pub mod metrics;
 pub mod openrpc;
+mod progress;
 mod redact;
 mod registry;
 pub mod store;
@@ -72,10 +73,11 @@ pub use idempotency::{IdempotencyConfig, Mode};
 pub use memory::MemoryStore;
 pub use method::{
     BoxFuture, Context, DEFAULT_TIMEOUT, Handler, HandlerResult, IdempotencyStatus, KeySource, Kind,
-    MethodSpec, decode_params, typed,
+    MethodSpec, ToolOptions, decode_params, typed,
 };
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;
+pub use progress::{Progress, StepProgress};
 pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};

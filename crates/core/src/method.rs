@@ -68,6 +68,9 @@ pub struct Context {
     /// The step journal of a keyed execution (SPEC §14): the steps an earlier owner
     /// finished, and where to store each new one. `None` without a key.
     pub journal: Option<crate::journal::StepJournal>,
+    /// Where to report each finished step while the call runs (a door's client is waiting
+    /// for it); `None` when nobody listens, and always for async events.
+    pub progress: Option<crate::Progress>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use
@@ -93,6 +96,28 @@ pub struct MethodSpec {
     /// Served only to requests whose signature the front door verified (the flows door of a
     /// method with `verify`); `/rpc` and stdio refuse it with `-32600`.
     pub signed: bool,
+    /// How the MCP door shows the method as a tool.
+    pub tool: ToolOptions,
+    /// A call without a key gets one derived from its canonical params, so an identical call
+    /// (same tenant, method and params) within this window is a duplicate (SPEC §16).
+    /// Commands only.
+    pub derive_key_window: Option<Duration>,
+}
+
+/// How the MCP door shows a method as a tool (SPEC §16). The kind gives the rest of the
+/// annotations (`readOnlyHint`, `idempotentHint`).
+#[derive(Debug, Clone, Default)]
+pub struct ToolOptions {
+    /// Not a tool (`[[methods]] mcp = false`): `/rpc` and the other doors still serve it.
+    pub hidden: bool,
+    /// A human-readable name (`title`, and the `title` annotation).
+    pub title: Option<String>,
+    /// `destructiveHint`: the command may destroy or overwrite (absent: the client's default).
+    pub destructive: Option<bool>,
+    /// `openWorldHint`: the tool reaches outside oncerpc (flows: their upstreams).
+    pub open_world: bool,
+    /// `outputSchema`: the JSON Schema of the result (an object schema).
+    pub output_schema: Option<serde_json::Value>,
 }
 
 /// Where a derived idempotency key is read (SPEC §15).
@@ -118,6 +143,8 @@ impl MethodSpec {
             key_from: None,
             fingerprint_from: None,
             signed: false,
+            tool: ToolOptions::default(),
+            derive_key_window: None,
         }
     }
 

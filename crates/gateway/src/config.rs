@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::limits::Limits;
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -201,77 +203,6 @@ fn default_batch_concurrency() -> usize {
     16
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    #[serde(default = "default_body")]
-    pub max_body_bytes: usize,
-    #[serde(default = "default_in_flight")]
-    pub max_in_flight: usize,
-    /// Handler deadline of methods that set none (the demo methods, flows without
-    /// `timeout_ms`).
-    #[serde(default = "default_timeout_ms")]
-    pub default_timeout_ms: u64,
-    /// At shutdown, how long in-flight requests and detached executions (async events,
-    /// commands whose client left, outcomes still being written) may take to finish.
-    #[serde(default = "default_shutdown_grace")]
-    pub shutdown_grace_ms: u64,
-    /// Keyed executions and async events running at once in this process (including those
-    /// whose client left, and events the resumer restarts); past it, `-32007` / `503` before
-    /// anything is claimed.
-    #[serde(default = "default_max_background")]
-    pub max_background: usize,
-    /// A connection that has not sent complete request headers by then is closed.
-    #[serde(default = "default_header_timeout")]
-    pub header_timeout_ms: u64,
-    /// The whole request body must arrive by then, else `408`.
-    #[serde(default = "default_body_timeout")]
-    pub body_timeout_ms: u64,
-    /// A kept-alive connection with no request for this long is closed.
-    #[serde(default = "default_idle_timeout")]
-    pub idle_timeout_ms: u64,
-    /// Open connections at once; beyond it new connections get `503` and are closed.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: usize,
-}
-
-fn default_header_timeout() -> u64 {
-    10_000
-}
-fn default_body_timeout() -> u64 {
-    30_000
-}
-fn default_idle_timeout() -> u64 {
-    60_000
-}
-fn default_max_connections() -> usize {
-    10_000
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_body_bytes: default_body(),
-            max_in_flight: default_in_flight(),
-            default_timeout_ms: default_timeout_ms(),
-            shutdown_grace_ms: default_shutdown_grace(),
-            max_background: default_max_background(),
-            header_timeout_ms: default_header_timeout(),
-            body_timeout_ms: default_body_timeout(),
-            idle_timeout_ms: default_idle_timeout(),
-            max_connections: default_max_connections(),
-        }
-    }
-}
-
-fn default_max_background() -> usize {
-    1024
-}
-
-fn default_shutdown_grace() -> u64 {
-    30_000
-}
-
 /// `[upstream]`: how flow steps talk to their upstreams (SPEC §12).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -317,13 +248,6 @@ pub struct TlsSection {
 
 fn default_max_response_bytes() -> usize {
     1024 * 1024
-}
-
-fn default_body() -> usize {
-    1024 * 1024
-}
-fn default_in_flight() -> usize {
-    1024
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -376,6 +300,19 @@ pub struct MethodConfig {
     /// With `verify`: the tenant a verified delivery is served as (no API key needed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+    /// The MCP door ([`crate::mcp`]): `false` hides the method from `tools/list`…
+    #[serde(default = "yes")]
+    pub mcp: bool,
+    /// … a tool's `title`, `destructiveHint` and `outputSchema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
+    /// Keys derived from the call itself when it brings none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derive_key: Option<crate::mcp::DeriveKey>,
 }
 
 impl Default for MethodConfig {
@@ -396,16 +333,17 @@ impl Default for MethodConfig {
             fingerprint_from: None,
             verify: None,
             tenant: None,
+            mcp: true,
+            title: None,
+            destructive: None,
+            output_schema: None,
+            derive_key: None,
         }
     }
 }
 
 /// `store.ttl_secs` must be at least this many times `store.lease_ms`.
 pub const TTL_LEASE_RATIO: u64 = 10;
-
-fn default_timeout_ms() -> u64 {
-    30_000
-}
 
 /// `[[methods.steps]]`. `Default` is a base for struct literals (an empty name and URL are
 /// not valid by themselves).
@@ -667,6 +605,7 @@ impl Config {
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;
             crate::webhooks::validate(self, i, m)?;
+            crate::mcp::validate_method(self, m).map_err(invalid)?;
         }
         self.validate_production()?;
         if self.demo_enabled() {

@@ -151,10 +151,17 @@ impl Flow {
         let mut chosen: Option<String> = None;
         let last = self.steps.len() - 1;
         for (n, step) in self.steps.iter().enumerate() {
-            let output = match resumed.next() {
-                Some(stored) => stored,
-                None => self.run_step(&ctx, n, n == last, step, input, deadline).await?,
+            let (output, resumed) = match resumed.next() {
+                Some(stored) => (stored, true),
+                None => {
+                    let result = self.run_step(&ctx, n, n == last, step, input, deadline).await;
+                    self.report(&ctx, n, result.is_ok(), false);
+                    (result?, false)
+                }
             };
+            if resumed {
+                self.report(&ctx, n, true, true);
+            }
             if ctx.return_step.as_deref() == Some(step.name.as_str()) {
                 chosen = Some(output.clone());
             }
@@ -162,6 +169,19 @@ impl Flow {
         }
         let result = chosen.unwrap_or(input);
         RawValue::from_string(result).map_err(|e| RpcError::internal(format_args!("flow result: {e}")))
+    }
+
+    /// Tell the waiting client (MCP progress) that step `n` finished.
+    fn report(&self, ctx: &Context, n: usize, ok: bool, resumed: bool) {
+        if let Some(progress) = &ctx.progress {
+            progress.report(&oncerpc_core::StepProgress {
+                step: &self.steps[n].name,
+                done: n as u32 + 1,
+                total: self.steps.len() as u32,
+                ok,
+                resumed,
+            });
+        }
     }
 
     /// The outputs of the steps an earlier owner of this execution finished (they are never

@@ -8,6 +8,7 @@ pub mod bounds;
 pub mod config;
 pub mod demo;
 pub mod flow;
+mod limits;
 pub mod logging;
 pub mod mcp;
 pub mod retry;
@@ -341,6 +342,7 @@ pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::M
     if let Some(d) = &m.description {
         spec = spec.description(d.clone());
     }
+    mcp::apply(m, &mut spec);
     webhooks::apply(m, spec)
 }
 

@@ -21,9 +21,9 @@ use std::process::Command;
 use common::process::{Gateway, TempDir};
 use common::upstream::Upstream;
 
-/// The tools the scenarios call that oncerpc can offer: text results, an error result, and a
-/// JSON Schema 2020-12 input schema kept as written (with the composition, conditional and
-/// `$anchor` keywords the 0.2 line looks for).
+/// The tools the scenarios call that oncerpc can offer: text results, an error result, flows
+/// of three steps (logging, progress), and a JSON Schema 2020-12 input schema kept as written
+/// (with the composition, conditional and `$anchor` keywords the 0.2 line looks for).
 fn fixtures(ok: &Upstream, failing: &Upstream) -> String {
     format!(
         r##"
@@ -48,6 +48,8 @@ description = "Fails: its upstream answers 500"
   name = "fail"
   url = "{fail}"
 
+{logging}
+{progress}
 [[methods]]
 name = "json_schema_2020_12_tool"
 kind = "query"
@@ -60,7 +62,19 @@ params_schema = {{ "$schema" = "https://json-schema.org/draft/2020-12/schema", t
         text = ok.url("text"),
         fail = failing.url("fail"),
         echo = ok.url("echo"),
+        logging = three_steps("test_tool_with_logging", ok),
+        progress = three_steps("test_tool_with_progress", ok),
     )
+}
+
+/// A flow of three steps: each finished step is a log message and a progress notification.
+fn three_steps(name: &str, ok: &Upstream) -> String {
+    let mut flow =
+        format!("[[methods]]\nname = \"{name}\"\nkind = \"query\"\ndescription = \"Three steps\"\n");
+    for step in ["first", "second", "third"] {
+        flow += &format!("  [[methods.steps]]\n  name = \"{step}\"\n  url = \"{}\"\n", ok.url(step));
+    }
+    flow
 }
 
 /// The 2026-07-28 scenarios' diagnostic tools that oncerpc can offer (on top of [`fixtures`]):
@@ -145,6 +159,8 @@ async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
         "tools-call-simple-text",
         "tools-call-error",
         "json-schema-2020-12",
+        "tools-call-with-logging",
+        "tools-call-with-progress",
     ] {
         assert!(summary.lines().any(|l| l.contains(&format!("✓ {passing}:"))), "{passing} passes: {summary}");
     }
@@ -176,6 +192,7 @@ async fn the_official_conformance_suite_for_2026_07_28_passes_but_for_the_expect
         "dns-rebinding-protection",
         "http-header-validation",
         "http-custom-header-server-validation",
+        "tools-call-with-progress",
     ] {
         assert!(summary.lines().any(|l| l.contains(&format!("✓ {passing}:"))), "{passing} passes: {summary}");
     }

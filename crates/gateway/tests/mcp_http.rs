@@ -240,3 +240,155 @@ async fn a_session_and_a_key_hold_across_two_replicas_on_redis() {
     let c = Gateway::with_config(&dir_c, &config(&up, &other));
     assert_eq!(mcp(&c.http(), Some(ACME), &headers, &call(9, "Q-1", &key)).await.status, 404);
 }
+
+/// The data of each server-sent event of a `text/event-stream` body, as JSON.
+fn events(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap_or_else(|e| panic!("event data is JSON ({e}): {d:?}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_tells_each_step_as_progress_and_log_events_before_its_result() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-progress");
+    let steps: String = ["reserve", "charge", "ship"]
+        .iter()
+        .map(|s| format!("  [[methods.steps]]\n  name = \"{s}\"\n  url = \"{}\"\n", up.url(s)))
+        .collect();
+    let flow = format!("[[methods]]\nname = \"orders.ship\"\nkind = \"command\"\ntimeout_ms = 5000\n{steps}");
+    let gw = Gateway::with_config(&dir, &config(&up, &format!("{}\n{flow}", sqlite(&dir))));
+    let h = gw.http();
+    let sid = open(&h, ACME).await;
+    let session = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let ship = |id: u64, key: &str, token: Option<&str>| {
+        let mut params = json!({"name":"orders.ship","arguments":{"sku":"A","idempotency_key":key}});
+        if let Some(t) = token {
+            params["_meta"] = json!({"progressToken": t});
+        }
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":params}).to_string()
+    };
+
+    // Progress only: three progress events in order, then the result, as SSE.
+    let a = mcp(&h, Some(ACME), &session, &ship(2, "ship-1", Some("p-1"))).await;
+    assert_eq!((a.status, a.header("content-type")), (200, Some("text/event-stream")), "{}", a.body);
+    let seen = events(&a.body);
+    assert_eq!(seen.len(), 4, "{seen:#?}");
+    for (n, e) in seen[..3].iter().enumerate() {
+        assert_eq!(e["method"], "notifications/progress", "{e}");
+        assert_eq!(e["params"]["progressToken"], "p-1");
+        assert_eq!(
+            (e["params"]["progress"].as_u64(), e["params"]["total"].as_u64()),
+            (Some(n as u64 + 1), Some(3))
+        );
+    }
+    assert!(seen[2]["params"]["message"].as_str().unwrap().contains("ship"), "{}", seen[2]);
+    assert_eq!(seen[3]["id"], 2);
+    assert_eq!(seen[3]["result"]["_meta"]["io.oncerpc/idempotency-status"], "new");
+
+    // After logging/setLevel, each step is a log message too (info); the retry of the same
+    // key is a duplicate: nothing runs again, so nothing is told, and it answers plain JSON.
+    let level =
+        json!({"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"debug"}}).to_string();
+    assert_eq!(mcp(&h, Some(ACME), &session, &level).await.status, 200);
+    let a = mcp(&h, Some(ACME), &session, &ship(4, "ship-2", Some("p-2"))).await;
+    let seen = events(&a.body);
+    let logs: Vec<&Value> = seen.iter().filter(|e| e["method"] == "notifications/message").collect();
+    let progress = seen.iter().filter(|e| e["method"] == "notifications/progress").count();
+    assert_eq!((logs.len(), progress), (3, 3), "{seen:#?}");
+    assert_eq!(logs[0]["params"]["level"], "info");
+    assert_eq!(logs[0]["params"]["data"]["step"], "reserve");
+    assert_eq!(seen.last().unwrap()["id"], 4);
+    let again = mcp(&h, Some(ACME), &session, &ship(5, "ship-2", Some("p-3"))).await;
+    assert_eq!(again.header("content-type"), Some("application/json"), "{}", again.body);
+    assert_eq!(again.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate");
+
+    // A client that takes only JSON gets JSON, and no notifications.
+    let mut json_only: Vec<(&str, &str)> = session.to_vec();
+    let bearer = format!("Bearer {ACME}");
+    json_only.extend([
+        ("Authorization", bearer.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json"),
+    ]);
+    let a = h.post("/mcp", ship(6, "ship-3", Some("p-4")), &json_only).await;
+    assert_eq!((a.status, a.header("content-type")), (200, Some("application/json")), "{}", a.body);
+    assert_eq!(a.json()["result"]["isError"], false);
+    // Each step ran once per new key: three keys.
+    for step in ["reserve", "charge", "ship"] {
+        assert_eq!(up.count(step), 3, "{step}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_query_stops_and_a_cancelled_command_runs_on() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-cancel");
+    let lookup = format!(
+        "[[methods]]\nname = \"orders.lookup\"\nkind = \"query\"\ntimeout_ms = 30000\n  [[methods.steps]]\n  name = \"lookup\"\n  url = \"{}\"\n",
+        up.url("lookup")
+    );
+    let gw = Gateway::with_config(&dir, &config(&up, &format!("{}\n{lookup}", sqlite(&dir))));
+    let h = gw.http();
+    let sid = open(&h, ACME).await;
+    let session = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    let cancel = |id: u64| {
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"user"}})
+            .to_string()
+    };
+    let wait_for = |step: &'static str| {
+        let up = &up;
+        async move {
+            for _ in 0..500 {
+                if up.count(step) > 0 {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            panic!("{step} was never called");
+        }
+    };
+
+    // A query that waits on a slow upstream: cancelled, its POST ends at once with no answer.
+    up.set_delay(20_000, &["lookup"]);
+    let query = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"orders.lookup","arguments":{}}});
+    let (h2, s2) = (h.clone(), sid.clone());
+    let asked = tokio::spawn(async move {
+        let session = [("Mcp-Session-Id", s2.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+        mcp(&h2, Some(ACME), &session, &query.to_string()).await
+    });
+    wait_for("lookup").await;
+    // Another tenant cannot cancel it (its session is not this one).
+    let beta = open(&h, BETA).await;
+    let other = [("Mcp-Session-Id", beta.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    assert_eq!(mcp(&h, Some(BETA), &other, &cancel(7)).await.status, 202);
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(!asked.is_finished(), "another session's cancellation stops nothing");
+    assert_eq!(mcp(&h, Some(ACME), &session, &cancel(7)).await.status, 202);
+    let a = asked.await.unwrap();
+    assert_eq!((a.status, a.body.as_str()), (202, ""), "a cancelled request gets no answer");
+    assert_eq!(up.active(), 1, "answered while the upstream still held the query: it was not waited for");
+
+    // A command is not stopped: it finishes, its POST gets the result, and the retry the
+    // stored one.
+    up.set_delay(300, &["charge"]);
+    let (h2, s2) = (h.clone(), sid.clone());
+    let ordered = tokio::spawn(async move {
+        let session = [("Mcp-Session-Id", s2.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+        mcp(&h2, Some(ACME), &session, &call(8, "A", "cancel-me")).await
+    });
+    wait_for("charge").await;
+    assert_eq!(mcp(&h, Some(ACME), &session, &cancel(8)).await.status, 202);
+    let a = ordered.await.unwrap();
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{}", a.body);
+    let retry = mcp(&h, Some(ACME), &session, &call(9, "A", "cancel-me")).await;
+    assert_eq!(retry.json()["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate");
+    assert_eq!(up.count("charge"), 1);
+    let metrics = h.get("/metrics", &[]).await.body;
+    assert!(
+        metrics.contains(r#"oncerpc_mcp_requests_total{method="tools/call",outcome="cancelled"} 1"#),
+        "{metrics}"
+    );
+}

@@ -307,3 +307,35 @@ async fn every_stateless_refusal_has_its_status_and_nothing_runs() {
         assert!(metrics.lines().any(|l| l == line), "{line} in /metrics:\n{metrics}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_tells_its_steps_only_as_the_request_asks() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp26-progress");
+    let gw = Gateway::with_config(&dir, &config(&up, &sqlite(&dir)));
+    let h = gw.http();
+    // A progress token and a log level: the answer is a stream of events, the result last.
+    let mut asking = call(1, "P-1", "k-progress");
+    asking["params"]["_meta"]["progressToken"] = json!("tok-1");
+    asking["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let a = post(&h, &standard(&asking), &asking.to_string()).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert!(a.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")), "{}", a.body);
+    let events: Vec<Value> = a
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).expect("an event is JSON"))
+        .collect();
+    let methods: Vec<&str> = events.iter().filter_map(|e| e["method"].as_str()).collect();
+    assert_eq!(methods, ["notifications/progress", "notifications/message"], "{}", a.body);
+    assert_eq!(events[0]["params"]["progressToken"], "tok-1");
+    let last = events.last().unwrap();
+    assert_eq!(last["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{last}");
+    // Neither: one JSON body, and no log message (the earlier request's level is not kept).
+    let quiet = call(2, "P-2", "k-quiet");
+    let q = post(&h, &standard(&quiet), &quiet.to_string()).await;
+    assert!(q.header("content-type").is_some_and(|c| c.contains("application/json")), "{}", q.body);
+    assert!(!q.body.contains("notifications/"), "{}", q.body);
+    assert_eq!(up.count("charge"), 2);
+}

@@ -61,6 +61,7 @@ mod cors;
 mod flows;
 mod mcp;
 mod rpc;
+mod sse;
 pub mod tls;
 pub mod webhook;
 

@@ -71,7 +71,7 @@ pub(crate) async fn post(
     if header_str(&headers, SESSION_HEADER).is_none()
         && oncerpc_mcp::stateless::is_stateless(&bytes, header_str(&headers, VERSION_HEADER))
     {
-        return stateless::post(door, &headers, &bytes, tenant).await;
+        return stateless::post(st.clone(), &headers, bytes, tenant).await;
     }
     if let Some(v) = header_str(&headers, VERSION_HEADER)
         && !SESSION_VERSIONS.contains(&v)
@@ -80,11 +80,14 @@ pub(crate) async fn post(
         let message = format!("unsupported MCP-Protocol-Version {:?}: served are {served}", LogSafe(v));
         return refuse(door, "version", StatusCode::BAD_REQUEST, message);
     }
-    let (mut session, opening) = match header_str(&headers, SESSION_HEADER) {
+    let token = header_str(&headers, SESSION_HEADER).map(str::to_owned);
+    let (mut session, opening): (Session, bool) = match token.as_deref() {
         Some(token) => match door.tokens.verify(token, now_ms()) {
             Ok(id) if *id.tenant == *tenant => {
                 let mut s = Session::new(tenant.clone());
                 s.version = Some(id.version);
+                s.log_level = door.tokens.log_level(token);
+                s.id = Some(token.into());
                 (s, false)
             }
             // Another tenant's session is as unknown as a forged one.
@@ -96,7 +99,34 @@ pub(crate) async fn post(
             return refuse(door, "no_session", StatusCode::BAD_REQUEST, message);
         }
     };
-    let answer = door.server.answer(&bytes, &mut session).await;
+    // A call that sends notifications while it runs answers as server-sent events, if the
+    // client takes them; the first notification decides (crate::sse).
+    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    let outbox = crate::sse::accepted(&headers).then_some(outbox);
+    let state = st.clone();
+    let level = session.log_level.clone();
+    let mut answering = Box::pin(async move {
+        let door = state.mcp.as_ref().expect("the MCP door is on");
+        let answer = door.server.answer_with(&bytes, &mut session, outbox).await;
+        if let (Some(token), Some(set)) = (&token, &session.log_level)
+            && session.log_level != level
+        {
+            door.tokens.set_log_level(token, set);
+        }
+        (answer, session)
+    });
+    let (answer, session) = tokio::select! {
+        biased;
+        Some(first) = notes.recv() => {
+            let rest = async move { answering.await.0.body };
+            return crate::sse::streaming(first, notes, rest);
+        }
+        done = &mut answering => done,
+    };
+    if let Ok(first) = notes.try_recv() {
+        let rest = std::iter::from_fn(|| notes.try_recv().ok());
+        return crate::sse::at_once(std::iter::once(first).chain(rest).chain(answer.body));
+    }
     let mut resp = match answer.body {
         Some(body) if answer.refused => crate::json_response(StatusCode::BAD_REQUEST, body, None),
         Some(body) => crate::json_response(StatusCode::OK, body, None),

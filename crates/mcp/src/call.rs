@@ -8,11 +8,12 @@
 
 use std::sync::Arc;
 
-use oncerpc_core::{Dispatcher, IdempotencyInfo, RequestMeta};
+use oncerpc_core::{Dispatcher, IdempotencyInfo, Kind, RequestMeta};
 use oncerpc_protocol::{Id, Outcome, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
 
-use crate::{Session, Tools, params_object};
+use crate::cancel::Inflight;
+use crate::{Outbox, Session, Tools, params_object};
 
 /// `_meta` member carrying the idempotency key, on calls and on results.
 pub const META_KEY: &str = "io.oncerpc/idempotency-key";
@@ -24,22 +25,24 @@ pub const META_CORRELATION: &str = "io.oncerpc/correlation-id";
 pub const META_FORCE: &str = "io.oncerpc/force-retry";
 
 /// Run a `tools/call` request; the JSON text of its result, and whether it is an error
-/// result (`isError: true`).
+/// result (`isError: true`). `None`: the client cancelled it (a query; a command runs on).
 pub async fn call(
     dispatcher: &Dispatcher,
     tools: &Tools,
     req: &Request<'_>,
     id: Id<'_>,
     session: &Session,
-) -> Result<(String, bool), RpcError> {
+    outbox: Option<&Outbox>,
+    inflight: &Inflight,
+) -> Result<Option<(String, bool)>, RpcError> {
     let mut params = params_object(req)?;
     let name = match params.get("name") {
         Some(Value::String(n)) => n.clone(),
         _ => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
-    if tools.get(&name).is_none() {
+    let Some(tool) = tools.get(&name) else {
         return Err(RpcError::invalid_params(format!("Unknown tool: {}", oncerpc_core::LogSafe(&name))));
-    }
+    };
     let arguments = match params.remove("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(a @ Value::Object(_)) => a,
@@ -52,16 +55,31 @@ pub async fn call(
         Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
     };
     let force_retry = meta.and_then(|m| m.get(META_FORCE)).and_then(Value::as_bool).unwrap_or(false);
+    let token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+    let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
     let request = RequestMeta {
         tenant: session.tenant.clone(),
         idempotency_key: key,
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),
+        progress,
         ..RequestMeta::default()
     };
     let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;
-    let (outcome, info, cid) = dispatcher.call(&name, Some(&arguments), &request).await;
-    Ok((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error()))
+    let calling = dispatcher.call(&name, Some(&arguments), &request);
+    // A query may be cancelled: it stops. A command runs on and stores its outcome.
+    let registered = match tool.kind {
+        Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
+        Kind::Command => None,
+    };
+    let (outcome, info, cid) = match registered {
+        None => calling.await,
+        Some(mut r) => tokio::select! {
+            done = calling => done,
+            Ok(()) = &mut r.cancelled => return Ok(None),
+        },
+    };
+    Ok(Some((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error())))
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself

@@ -50,8 +50,10 @@
 //! ```
 
 pub mod call;
+mod cancel;
 pub mod discover;
 mod metrics;
+pub mod notify;
 pub mod session;
 pub mod stateless;
 pub mod stdio;
@@ -65,6 +67,7 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcErro
 use serde_json::{Value, json};
 
 pub use metrics::McpMetrics;
+pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use stateless::{RequestHeaders, STATELESS_VERSIONS, StatelessAnswer};
 pub use tools::Tools;
@@ -81,11 +84,14 @@ pub struct Session {
     pub version: Option<&'static str>,
     /// The log level the client asked for (`logging/setLevel`).
     pub log_level: Option<String>,
+    /// The transport's name for the session (HTTP: its `Mcp-Session-Id`), which scopes the
+    /// request ids a cancellation names; `None` where one connection is one session.
+    pub id: Option<Arc<str>>,
 }
 
 impl Session {
     pub fn new(tenant: impl Into<Arc<str>>) -> Session {
-        Session { tenant: tenant.into(), version: None, log_level: None }
+        Session { tenant: tenant.into(), version: None, log_level: None, id: None }
     }
 }
 
@@ -103,12 +109,13 @@ pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
     tools: Tools,
     metrics: McpMetrics,
+    inflight: cancel::Inflight,
 }
 
 impl McpServer {
     pub fn new(dispatcher: Arc<Dispatcher>) -> McpServer {
         let tools = Tools::from_registry(dispatcher.registry());
-        McpServer { dispatcher, tools, metrics: McpMetrics::new() }
+        McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }
 
     /// The door's counters (register them where `/metrics` gathers).
@@ -130,6 +137,14 @@ impl McpServer {
     /// [`handle`](Self::handle), also saying whether the message was refused whole (not
     /// JSON, or a batch the revision does not have): HTTP answers that with `400`.
     pub async fn answer(&self, body: &[u8], session: &mut Session) -> Answer {
+        self.answer_with(body, session, None).await
+    }
+
+    /// [`answer`](Self::answer), sending the notifications of a call while it runs to
+    /// `outbox` (progress with a `progressToken`, a flow's steps as log messages at the
+    /// session's level): the transport delivers them before the answer (SSE, stdio lines).
+    /// `None`: the transport cannot, and none are made.
+    pub async fn answer_with(&self, body: &[u8], session: &mut Session, outbox: Option<Outbox>) -> Answer {
         let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
         let message = match oncerpc_protocol::parse(body) {
             Ok(m) => m,
@@ -140,11 +155,11 @@ impl McpServer {
             }
         };
         let body = match message {
-            Message::Single(entry) => self.entry(entry, session).await,
+            Message::Single(entry) => self.entry(entry, session, outbox.as_ref()).await,
             Message::Batch(entries) if session.version == Some("2025-03-26") && !entries.is_empty() => {
                 let mut answers = Vec::new();
                 for entry in entries {
-                    answers.extend(self.entry(entry, session).await);
+                    answers.extend(self.entry(entry, session, outbox.as_ref()).await);
                 }
                 (!answers.is_empty()).then(|| {
                     let mut out = b"[".to_vec();
@@ -164,7 +179,12 @@ impl McpServer {
         Answer { body, refused: false }
     }
 
-    async fn entry(&self, entry: Entry<'_>, session: &mut Session) -> Option<Vec<u8>> {
+    async fn entry(
+        &self,
+        entry: Entry<'_>,
+        session: &mut Session,
+        outbox: Option<&Outbox>,
+    ) -> Option<Vec<u8>> {
         let req = match entry {
             Entry::Valid(req) => req,
             Entry::Invalid { id, error } => return Some(error_answer(id, &error)),
@@ -174,8 +194,9 @@ impl McpServer {
             // Notifications (initialized, cancelled, progress, roots changed …): nothing to
             // answer. A cancelled call runs on: a command keeps its side effect and its
             // stored outcome, which the retry gets.
+            let stopped = req.method == "notifications/cancelled" && self.cancel(&req, session);
             self.metrics.request(&req.method, "notification");
-            tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP notification");
+            tracing::info!(mcp_method = %method, tenant = %session.tenant, stopped, "MCP notification");
             return None;
         };
         let mut tool_error = false;
@@ -185,10 +206,21 @@ impl McpServer {
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
             "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
             "tools/call" => {
-                call::call(&self.dispatcher, &self.tools, &req, id, session).await.map(|(r, e)| {
-                    tool_error = e;
-                    Cow::Owned(r)
-                })
+                match call::call(&self.dispatcher, &self.tools, &req, id, session, outbox, &self.inflight)
+                    .await
+                {
+                    Ok(Some((r, e))) => {
+                        tool_error = e;
+                        Ok(Cow::Owned(r))
+                    }
+                    // Cancelled by the client: no answer (the revision asks for none).
+                    Ok(None) => {
+                        self.metrics.request(&req.method, "cancelled");
+                        tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP call cancelled by the client");
+                        return None;
+                    }
+                    Err(e) => Err(e),
+                }
             }
             _ => Err(RpcError::method_not_found()),
         };
@@ -230,6 +262,17 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// `notifications/cancelled`: stop the named request if it is a query running here.
+    fn cancel(&self, req: &Request<'_>, session: &Session) -> bool {
+        let Ok(params) = params_object(req) else { return false };
+        let Some(id) = params.get("requestId").filter(|v| v.is_string() || v.is_number()) else {
+            return false;
+        };
+        self.inflight.cancel(&session.tenant, session.id.as_deref().unwrap_or(""), &id.to_string())
+    }
+}
+
 /// Whether `body` is one `initialize` request (the message that opens a session).
 pub fn is_initialize(body: &[u8]) -> bool {
     matches!(oncerpc_protocol::parse(body), Ok(Message::Single(Entry::Valid(req))) if req.method == "initialize" && req.id.is_some())
@@ -237,8 +280,7 @@ pub fn is_initialize(body: &[u8]) -> bool {
 
 /// `logging/setLevel`: one of the syslog levels MCP names.
 fn set_level(req: &Request<'_>, session: &mut Session) -> Result<(), RpcError> {
-    const LEVELS: [&str; 8] =
-        ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+    use notify::LEVELS;
     let params = params_object(req)?;
     match params.get("level").and_then(Value::as_str) {
         Some(level) if LEVELS.contains(&level) => {

@@ -5,8 +5,10 @@
 //! A token names its tenant, the negotiated revision and when it was issued, and carries an
 //! HMAC-SHA256 over them: `<tenant, base64url>.<revision>.<issued ms>.<nonce>.<mac>`. It is
 //! refused when the MAC does not match (forged, or another deployment's secret), when it is
-//! older than [`SESSION_LIFETIME`], or when it was ended here (`DELETE`). The ended set is
-//! this process's (bounded): another replica honours an ended session until it expires.
+//! older than [`SESSION_LIFETIME`], or when it was ended here (`DELETE`). What a session
+//! changes after `initialize` (ended, its log level) is this process's (bounded): another
+//! replica honours an ended session until it expires, and sends log messages only at the
+//! level set on it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -21,8 +23,8 @@ use crate::SESSION_VERSIONS;
 
 /// How long a session lives after `initialize`.
 pub const SESSION_LIFETIME: Duration = Duration::from_secs(24 * 3600);
-/// Ended sessions remembered (the oldest are forgotten first; they expire anyway).
-const ENDED_KEPT: usize = 100_000;
+/// Sessions whose state (ended, log level) is remembered; the oldest are forgotten first.
+const STATES_KEPT: usize = 100_000;
 
 /// A verified session: its tenant and revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +48,14 @@ pub enum SessionError {
 /// Issues and checks session ids with one secret.
 pub struct SessionTokens {
     secret: Vec<u8>,
-    ended: Mutex<(HashMap<String, u64>, VecDeque<String>)>,
+    states: Mutex<(HashMap<String, State>, VecDeque<String>)>,
+}
+
+/// What this process knows of a session beyond its token.
+#[derive(Debug, Default, Clone)]
+struct State {
+    ended: bool,
+    log_level: Option<String>,
 }
 
 impl SessionTokens {
@@ -57,7 +66,7 @@ impl SessionTokens {
             Some(s) => s.to_vec(),
             None => (0..4).flat_map(|_| uuid::Uuid::new_v4().into_bytes()).collect(),
         };
-        SessionTokens { secret, ended: Mutex::new((HashMap::new(), VecDeque::new())) }
+        SessionTokens { secret, states: Mutex::new((HashMap::new(), VecDeque::new())) }
     }
 
     /// A new session id for `tenant` at revision `version`.
@@ -92,7 +101,7 @@ impl SessionTokens {
         if now_ms.saturating_sub(issued_ms) > SESSION_LIFETIME.as_millis() as u64 {
             return Err(SessionError::Expired);
         }
-        if self.ended.lock().map(|e| e.0.contains_key(token)).unwrap_or(false) {
+        if self.state(token).is_some_and(|s| s.ended) {
             return Err(SessionError::Ended);
         }
         Ok(SessionId { tenant, version, issued_ms })
@@ -100,15 +109,33 @@ impl SessionTokens {
 
     /// End a session (`DELETE`): this process refuses it from now on.
     pub fn end(&self, token: &str) {
-        if let Ok(mut ended) = self.ended.lock() {
-            let (set, order) = &mut *ended;
-            if set.insert(token.to_owned(), 0).is_none() {
-                order.push_back(token.to_owned());
-                while order.len() > ENDED_KEPT {
-                    if let Some(old) = order.pop_front() {
-                        set.remove(&old);
-                    }
-                }
+        self.update(token, |s| s.ended = true);
+    }
+
+    /// The log level set on a (verified) session here, if any.
+    pub fn log_level(&self, token: &str) -> Option<String> {
+        self.state(token).and_then(|s| s.log_level)
+    }
+
+    /// Remember the log level a (verified) session set with `logging/setLevel`.
+    pub fn set_log_level(&self, token: &str, level: &str) {
+        self.update(token, |s| s.log_level = Some(level.to_owned()));
+    }
+
+    fn state(&self, token: &str) -> Option<State> {
+        self.states.lock().ok()?.0.get(token).cloned()
+    }
+
+    fn update(&self, token: &str, change: impl FnOnce(&mut State)) {
+        let Ok(mut states) = self.states.lock() else { return };
+        let (map, order) = &mut *states;
+        if !map.contains_key(token) {
+            order.push_back(token.to_owned());
+        }
+        change(map.entry(token.to_owned()).or_default());
+        while order.len() > STATES_KEPT {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
             }
         }
     }
@@ -149,7 +176,11 @@ mod tests {
         }
         let late = 1_000 + SESSION_LIFETIME.as_millis() as u64 + 1;
         assert_eq!(s.verify(&t, late), Err(SessionError::Expired));
+        s.set_log_level(&t, "debug");
+        assert_eq!(s.log_level(&t).as_deref(), Some("debug"));
+        assert_eq!(s.verify(&t, 2_000).map(|id| id.tenant), Ok("acme".into()), "a level is not an end");
         s.end(&t);
         assert_eq!(s.verify(&t, 2_000), Err(SessionError::Ended));
+        assert_eq!(s.log_level(&t).as_deref(), Some("debug"));
     }
 }

@@ -15,7 +15,11 @@
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
 //!   (`-32020`, [`RequestHeaders`]), a version that is not served (`-32022`, with
 //!   `data.supported` and `data.requested`).
-//! * **Notifications** are accepted and never answered.
+//! * **Notifications** are accepted and never answered (`notifications/cancelled` stops a
+//!   running query, as in the session era).
+//! * **While a call runs**, progress (with `_meta.progressToken`) and a flow's steps as log
+//!   messages (only with `_meta["io.modelcontextprotocol/logLevel"]`) go to the transport's
+//!   outbox, as in the session era ([`notify`](crate::notify)).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -27,7 +31,7 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    McpServer, SESSION_VERSIONS, Session, call, discover, error_answer, params_object, result_answer,
+    McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, params_object, result_answer,
 };
 
 /// The stateless revisions served.
@@ -36,6 +40,8 @@ pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` member of every stateless request: the client's capabilities for it.
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` member of a stateless request: the least severe level it wants log messages of.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// How long a client may keep `server/discover` and `tools/list` results: the tools are the
 /// registry's, fixed while the process runs; a restart with another config may change them.
 pub const LIST_TTL_MS: u64 = 300_000;
@@ -115,7 +121,7 @@ impl Refusal {
 pub enum Status {
     /// A result, or a JSON-RPC error of a request that was handled (HTTP `200`).
     Answered,
-    /// A notification: nothing to send (HTTP `202`).
+    /// A notification, or a call the client cancelled: nothing to send (HTTP `202`).
     Accepted,
     /// The method is not one of this revision's (`-32601`, HTTP `404`).
     MethodNotFound,
@@ -161,6 +167,19 @@ impl McpServer {
         tenant: Arc<str>,
         headers: Option<&RequestHeaders<'_>>,
     ) -> StatelessAnswer {
+        self.stateless_with(body, tenant, headers, None).await
+    }
+
+    /// [`stateless`](Self::stateless), sending the notifications of a call while it runs to
+    /// `outbox`: progress when the call's `_meta` has a `progressToken`, a flow's steps as log
+    /// messages when it has `io.modelcontextprotocol/logLevel` (none without it).
+    pub async fn stateless_with(
+        &self,
+        body: &[u8],
+        tenant: Arc<str>,
+        headers: Option<&RequestHeaders<'_>>,
+        outbox: Option<Outbox>,
+    ) -> StatelessAnswer {
         let refused = |id: Option<Id<'_>>, r: Refused| {
             self.metrics.request("other", "refused");
             StatelessAnswer {
@@ -186,11 +205,14 @@ impl McpServer {
             Entry::Valid(req) => req,
             Entry::Invalid { id, error } => return refused(id, Refused::new(Refusal::Malformed, error)),
         };
+        let mut session = Session::new(tenant.clone());
+        session.version = Some(STATELESS_VERSIONS[0]);
         let Some(id) = req.id else {
-            // Notifications (cancelled, on stdio): nothing to answer. A cancelled command runs
-            // on and stores its outcome, which the retry gets.
+            // Notifications (cancelled, on stdio): nothing to answer. A cancelled query stops;
+            // a cancelled command runs on and stores its outcome, which the retry gets.
+            let stopped = req.method == "notifications/cancelled" && self.cancel(&req, &session);
             self.metrics.request(&req.method, "notification");
-            tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, "MCP notification (2026-07-28)");
+            tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, stopped, "MCP notification (2026-07-28)");
             return StatelessAnswer { body: None, status: Status::Accepted, message: None };
         };
         let params = match checked(&req, headers) {
@@ -200,8 +222,13 @@ impl McpServer {
         if let Err(r) = self.param_headers(&req, &params, headers) {
             return refused(Some(id), r);
         }
-        let session =
-            Session { tenant: tenant.clone(), version: Some(STATELESS_VERSIONS[0]), log_level: None };
+        // The request's own log level (none: no log messages), never one kept from before.
+        session.log_level = params
+            .get("_meta")
+            .and_then(|m| m.get(META_LOG_LEVEL))
+            .and_then(Value::as_str)
+            .filter(|l| crate::notify::LEVELS.contains(l))
+            .map(str::to_owned);
         let mut tool_error = false;
         let answer: Result<String, RpcError> = match &*req.method {
             "server/discover" => Ok(discover::result()),
@@ -209,10 +236,28 @@ impl McpServer {
                 crate::cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(|page| cacheable(&page))
             }
             "tools/call" => {
-                call::call(&self.dispatcher, &self.tools, &req, id, &session).await.map(|(r, e)| {
-                    tool_error = e;
-                    complete(&r)
-                })
+                let calling = call::call(
+                    &self.dispatcher,
+                    &self.tools,
+                    &req,
+                    id,
+                    &session,
+                    outbox.as_ref(),
+                    &self.inflight,
+                );
+                match calling.await {
+                    Ok(Some((r, e))) => {
+                        tool_error = e;
+                        Ok(complete(&r))
+                    }
+                    // Cancelled by the client (stdio's notifications/cancelled): no answer.
+                    Ok(None) => {
+                        self.metrics.request(&req.method, "cancelled");
+                        tracing::info!(tenant = %tenant, "MCP call cancelled by the client (2026-07-28)");
+                        return StatelessAnswer { body: None, status: Status::Accepted, message: None };
+                    }
+                    Err(e) => Err(e),
+                }
             }
             _ => Err(RpcError::method_not_found()),
         };

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 
-use oncerpc_stdio::Exit;
+use oncerpc_stdio::{Exit, Outbox};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::{McpServer, Session};
@@ -25,12 +25,15 @@ where
 {
     let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
     oncerpc_stdio::serve(
-        async |body: &[u8]| {
+        async |body: &[u8], outbox: &Outbox| {
             // A message whose _meta names its protocol version is 2026-07-28's (stateless).
             if crate::stateless::is_stateless(body, None) {
-                return server.stateless(body, session.tenant.clone(), None).await.body;
+                return server
+                    .stateless_with(body, session.tenant.clone(), None, Some(outbox.clone()))
+                    .await
+                    .body;
             }
-            server.handle(body, &mut session).await
+            server.answer_with(body, &mut session, Some(outbox.clone())).await.body
         },
         input,
         output,

@@ -5,7 +5,9 @@
 //! tools. Its `inputSchema` is the params schema (`{"type":"object"}` without one: MCP
 //! arguments are always an object), and a command's gains an `idempotency_key` property.
 //! Annotations follow the kind: a query is `readOnlyHint`, a command is not read-only but is
-//! `idempotentHint` (it is, here: a retry with the same key runs nothing again).
+//! `idempotentHint` (it is, here: a retry with the same key runs nothing again). The method's
+//! [`ToolOptions`](oncerpc_core::ToolOptions) hide it (`mcp = false`) or add a `title`,
+//! `destructiveHint`, `openWorldHint` (flows) and an `outputSchema`.
 
 use std::collections::HashMap;
 
@@ -45,7 +47,7 @@ impl Tools {
         let mut tools = Tools::default();
         for name in registry.names() {
             let Some(spec) = registry.spec(name) else { continue };
-            if name.starts_with("rpc.") || spec.notification_allowed || spec.signed {
+            if name.starts_with("rpc.") || spec.notification_allowed || spec.signed || spec.tool.hidden {
                 continue;
             }
             tools.by_name.insert(name.to_owned(), tools.list.len());
@@ -94,7 +96,7 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
     if schema.get("type").is_none() {
         schema["type"] = json!("object");
     }
-    let annotations = match spec.kind {
+    let mut annotations = match spec.kind {
         Kind::Query => json!({ "readOnlyHint": true }),
         Kind::Command => {
             let props =
@@ -108,9 +110,25 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
             json!({ "readOnlyHint": false, "idempotentHint": true })
         }
     };
+    let options = &spec.tool;
+    if let Some(d) = options.destructive.filter(|_| spec.kind == Kind::Command) {
+        annotations["destructiveHint"] = json!(d);
+    }
+    if options.open_world {
+        annotations["openWorldHint"] = json!(true);
+    }
+    if let Some(t) = &options.title {
+        annotations["title"] = json!(t);
+    }
     let mut tool = json!({ "name": name, "inputSchema": schema, "annotations": annotations });
+    if let Some(t) = &options.title {
+        tool["title"] = json!(t);
+    }
     if let Some(d) = &spec.description {
         tool["description"] = json!(d);
+    }
+    if let Some(s) = &options.output_schema {
+        tool["outputSchema"] = s.clone();
     }
     tool
 }
@@ -153,6 +171,37 @@ mod tests {
         let balance = &tools.get("balance").unwrap().json;
         assert_eq!(balance["inputSchema"], json!({ "type": "object" }));
         assert_eq!(balance["annotations"], json!({ "readOnlyHint": true }));
+    }
+
+    #[test]
+    fn tool_options_hide_a_method_or_add_title_hints_and_output_schema() {
+        let mut r = Registry::new();
+        let h = || typed(|_c: Context, _p: Value| async { Ok::<_, RpcError>(1) });
+        let mut internal = MethodSpec::command();
+        internal.tool.hidden = true;
+        r.register("internal.reindex", internal, h()).unwrap();
+        let mut refund = MethodSpec::command();
+        refund.tool.title = Some("Refund a payment".into());
+        refund.tool.destructive = Some(true);
+        refund.tool.open_world = true;
+        refund.tool.output_schema = Some(json!({ "type": "object", "required": ["refunded"] }));
+        r.register("refund", refund, h()).unwrap();
+        let mut look = MethodSpec::query();
+        look.tool.destructive = Some(true);
+        r.register("look", look, h()).unwrap();
+        let tools = Tools::from_registry(&r);
+        assert!(tools.get("internal.reindex").is_none(), "mcp = false: not a tool");
+        assert_eq!(tools.len(), 2);
+        let refund = &tools.get("refund").unwrap().json;
+        assert_eq!(refund["title"], "Refund a payment");
+        assert_eq!(
+            refund["annotations"],
+            json!({ "readOnlyHint": false, "idempotentHint": true, "destructiveHint": true,
+                    "openWorldHint": true, "title": "Refund a payment" })
+        );
+        assert_eq!(refund["outputSchema"]["required"], json!(["refunded"]));
+        let look = &tools.get("look").unwrap().json;
+        assert_eq!(look["annotations"], json!({ "readOnlyHint": true }), "a query destroys nothing");
     }
 
     #[test]

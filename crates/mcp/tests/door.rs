@@ -4,7 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use oncerpc_core::{
-    Context, Dispatcher, DispatcherConfig, MemoryStore, MethodSpec, Mode, Registry, RequestMeta, typed,
+    Context, Dispatcher, DispatcherConfig, MemoryStore, MethodSpec, Mode, Registry, RequestMeta,
+    StepProgress, typed,
 };
 use oncerpc_mcp::{McpServer, Session};
 use oncerpc_protocol::RpcError;
@@ -32,6 +33,22 @@ fn server(mode: Mode) -> (McpServer, Arc<Dispatcher>, Arc<AtomicUsize>) {
             MethodSpec::query(),
             typed(|_c: Context, p: Value| async move {
                 Ok::<_, RpcError>(p["a"].as_i64().unwrap_or(0) + p["b"].as_i64().unwrap_or(0))
+            }),
+        )
+        .unwrap();
+    registry
+        .register(
+            "steps",
+            MethodSpec::query(),
+            typed(|c: Context, _: Value| async move {
+                for (n, step) in ["one", "two", "three"].into_iter().enumerate() {
+                    tokio::task::yield_now().await;
+                    if let Some(p) = &c.progress {
+                        let done = n as u32 + 1;
+                        p.report(&StepProgress { step, done, total: 3, ok: true, resumed: false });
+                    }
+                }
+                Ok::<_, RpcError>("finished")
             }),
         )
         .unwrap();
@@ -196,4 +213,119 @@ async fn bad_input_gets_a_clear_error_and_runs_nothing() {
     let served: Value = serde_json::from_slice(&s.handle(batch.as_bytes(), &mut old).await.unwrap()).unwrap();
     assert_eq!(served, json!([{"jsonrpc":"2.0","result":{},"id":5}]));
     assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn over_stdio_a_calls_progress_and_log_lines_come_before_its_answer() {
+    let (s, _, _) = server(Mode::Dev);
+    let lines = [
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"info"}}),
+        call(2, "steps", json!({}), Some(json!({"progressToken": 7}))),
+        // No token and a level above the steps' messages: nothing but the answer.
+        json!({"jsonrpc":"2.0","id":3,"method":"logging/setLevel","params":{"level":"error"}}),
+        call(4, "steps", json!({}), None),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut output = Vec::new();
+    oncerpc_mcp::stdio::run(&s, input.as_bytes(), &mut output, 1 << 20, std::future::pending())
+        .await
+        .unwrap();
+    let out: Vec<Value> = output
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let kinds: Vec<String> = out
+        .iter()
+        .map(|m| {
+            m.get("method")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("answer {}", m["id"]), str::to_owned)
+        })
+        .collect();
+    let p = "notifications/progress";
+    let m = "notifications/message";
+    assert_eq!(
+        kinds,
+        ["answer 0", "answer 1", p, m, p, m, p, m, "answer 2", "answer 3", "answer 4"],
+        "{out:#?}"
+    );
+    let progress: Vec<_> =
+        out.iter().filter(|m| m["method"] == p).map(|m| m["params"]["progress"].clone()).collect();
+    assert_eq!(progress, [json!(1), json!(2), json!(3)]);
+    assert!(
+        out.iter()
+            .filter(|m| m["method"] == p)
+            .all(|m| m["params"]["progressToken"] == 7 && m["params"]["total"] == 3)
+    );
+    assert_eq!(out[8]["result"]["structuredContent"], json!({"result": "finished"}));
+}
+
+/// Wait until the clock is in window `n` of `window_ms` (or later).
+async fn until_window(n: u64, window_ms: u64) {
+    let now = oncerpc_core::store::now_ms();
+    let at = n * window_ms + 5;
+    if now < at {
+        tokio::time::sleep(std::time::Duration::from_millis(at - now)).await;
+    }
+}
+
+#[tokio::test]
+async fn derive_key_makes_an_identical_keyless_call_within_the_window_a_duplicate() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let mut registry = Registry::new();
+    let mut email = MethodSpec::command();
+    let window_ms = 1_000;
+    email.derive_key_window = Some(std::time::Duration::from_millis(window_ms));
+    let handler = typed(move |_c: Context, p: Value| {
+        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+        async move { Ok::<_, RpcError>(json!({ "sent": p["to"], "run": n })) }
+    });
+    registry.register("email.send", email, handler).unwrap();
+    let mut config = DispatcherConfig::default();
+    config.idempotency.mode = Mode::Production;
+    let d = Arc::new(Dispatcher::with_store(registry, config, Arc::new(MemoryStore::default())));
+    let s = McpServer::new(d);
+    let mut session = initialized(&s, "2025-11-25").await;
+    let status =
+        |a: &Value| a["result"]["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap().to_owned();
+    let key = |a: &Value| a["result"]["_meta"]["io.oncerpc/idempotency-key"].as_str().unwrap().to_owned();
+
+    // Start at the beginning of a window, so the retries below land where the test says.
+    let w = oncerpc_core::store::now_ms() / window_ms + 1;
+    until_window(w, window_ms).await;
+    let first =
+        send(&s, &mut session, call(1, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&first), "new", "no key needed even in production: {first}");
+    // The same arguments in another order and spelling: the same call.
+    let again =
+        send(&s, &mut session, call(2, "email.send", json!({"n":1.0,"to":"a@x.io"}), None)).await.unwrap();
+    assert_eq!((status(&again), key(&again)), ("duplicate".into(), key(&first)));
+    let other =
+        send(&s, &mut session, call(3, "email.send", json!({"to":"b@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&other), "new");
+    // The next window still finds the first call.
+    until_window(w + 1, window_ms).await;
+    let next =
+        send(&s, &mut session, call(4, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!((status(&next), key(&next)), ("duplicate".into(), key(&first)));
+    // Two windows on, it is a new call; a key the client gives wins over the derived one.
+    until_window(w + 2, window_ms).await;
+    let later =
+        send(&s, &mut session, call(5, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+    assert_eq!(status(&later), "new");
+    assert_ne!(key(&later), key(&first));
+    let keyed = send(
+        &s,
+        &mut session,
+        call(6, "email.send", json!({"to":"a@x.io","n":1,"idempotency_key":"mine-1"}), None),
+    )
+    .await
+    .unwrap();
+    assert_eq!((status(&keyed), key(&keyed)), ("new".into(), "mine-1".into()));
+    assert_eq!(runs.load(Ordering::SeqCst), 4, "a@x.io twice (two windows apart), b@x.io, and mine-1");
 }

@@ -35,6 +35,7 @@ use std::future::Future;
 
 use oncerpc_core::{Dispatcher, RequestMeta};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
 
 pub use framing::{Frame, FrameReader, Framing, ReadError};
 
@@ -60,15 +61,25 @@ where
     W: AsyncWrite + Unpin,
 {
     let meta = RequestMeta::default();
-    serve(async |body: &[u8]| dispatcher.handle(body, &meta).await.body, input, output, max_body, shutdown)
-        .await
+    serve(
+        async |body: &[u8], _: &Outbox| dispatcher.handle(body, &meta).await.body,
+        input,
+        output,
+        max_body,
+        shutdown,
+    )
+    .await
 }
 
+/// Messages a protocol sends while it is answering one (the MCP door's progress and log
+/// notifications): each is written, framed, as soon as it is sent, before the answer.
+pub type Outbox = mpsc::UnboundedSender<Vec<u8>>;
+
 /// The loop of [`run`] with another protocol behind it: `answer` gets each message's bytes
-/// and returns what to send back (`None`: nothing). The MCP door's stdio transport is this
-/// loop over its own server.
+/// and returns what to send back (`None`: nothing); what it sends to the [`Outbox`] while it
+/// runs is written first. The MCP door's stdio transport is this loop over its own server.
 pub async fn serve<R, W>(
-    mut answer: impl AsyncFnMut(&[u8]) -> Option<Vec<u8>>,
+    mut answer: impl AsyncFnMut(&[u8], &Outbox) -> Option<Vec<u8>>,
     input: R,
     mut output: W,
     max_body: usize,
@@ -81,6 +92,7 @@ where
     let mut reader = FrameReader::new(input, max_body);
     let mut shutdown = std::pin::pin!(shutdown);
     let mut out = Vec::with_capacity(4096);
+    let (outbox, mut sent) = mpsc::unbounded_channel::<Vec<u8>>();
     loop {
         // Waiting for input is the only place a signal interrupts; a request in hand is
         // always finished and answered first.
@@ -97,7 +109,23 @@ where
         out.clear();
         match frame {
             Ok(Frame::Message(body)) => {
-                if let Some(body) = answer(&body).await {
+                let mut answering = std::pin::pin!(answer(&body, &outbox));
+                let answered = loop {
+                    tokio::select! {
+                        biased;
+                        Some(early) = sent.recv() => {
+                            framing.encode(&early, &mut out);
+                            output.write_all(&out).await?;
+                            output.flush().await?;
+                            out.clear();
+                        }
+                        answered = &mut answering => break answered,
+                    }
+                };
+                while let Ok(early) = sent.try_recv() {
+                    framing.encode(&early, &mut out);
+                }
+                if let Some(body) = answered {
                     framing.encode(&body, &mut out);
                 }
             }

@@ -41,11 +41,22 @@ impl Dispatcher {
         &self,
         method: &Arc<Method>,
         params: Option<&RawValue>,
-        ctx: Context,
-        keyed: Keyed,
+        mut ctx: Context,
+        mut keyed: Keyed,
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
+        if let Some(previous) = keyed.previous.take() {
+            // derive_key: the same call in the previous window is this one's original.
+            let earlier =
+                RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: previous };
+            if let Ok(Some(r)) = self.store.get(&earlier).await
+                && r.fingerprint == keyed.fingerprint
+            {
+                ctx.idempotency_key = Some(earlier.key.clone());
+                keyed.key = earlier.key;
+            }
+        }
         let key = keyed.key.clone();
         let Some(local) = local else {
             let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;

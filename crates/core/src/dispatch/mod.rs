@@ -94,6 +94,9 @@ pub struct RequestMeta {
     /// The front door verified this request's webhook signature for the method it calls
     /// (SPEC §15). A method registered as `signed` is refused without it.
     pub signature_verified: bool,
+    /// Where the handler reports its steps while it runs (the MCP door's progress and log
+    /// notifications); `None`: nobody listens.
+    pub progress: Option<crate::Progress>,
 }
 
 impl Default for RequestMeta {
@@ -106,6 +109,7 @@ impl Default for RequestMeta {
             return_step: None,
             key_headers: Vec::new(),
             signature_verified: false,
+            progress: None,
         }
     }
 }

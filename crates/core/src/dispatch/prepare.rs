@@ -24,6 +24,9 @@ pub(crate) struct Keyed {
     pub key: Arc<str>,
     pub fingerprint: String,
     pub force_retry: bool,
+    /// A key derived from the call (`derive_key`): the previous window's key, used instead
+    /// when its record exists with the same fingerprint.
+    pub previous: Option<Arc<str>>,
 }
 
 impl Dispatcher {
@@ -59,6 +62,7 @@ impl Dispatcher {
             idempotency_status: None,
             return_step: meta.return_step.clone(),
             journal: None,
+            progress: meta.progress.clone(),
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {
@@ -92,8 +96,15 @@ impl Dispatcher {
                 Some(key)
             }
         };
+        let mut previous = None;
         let key = match explicit {
             Some(key) => key,
+            None if let Some(window) = method.spec.derive_key_window => {
+                origin = KeyOrigin::Derived;
+                let (key, before) = derived::call_keys(&command.fingerprint, window, crate::store::now_ms());
+                previous = Some(before);
+                key
+            }
             None if method.spec.kind == Kind::Command && self.config.idempotency.mode == Mode::Production => {
                 return Err(RpcError::invalid_params(idempotency::MSG_KEY_REQUIRED));
             }
@@ -115,7 +126,10 @@ impl Dispatcher {
         }
         ctx.idempotency_key = Some(key.clone());
         let force_retry = command.force_retry || meta.force_retry;
-        Ok(Prepared { ctx, keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry }) })
+        Ok(Prepared {
+            ctx,
+            keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry, previous }),
+        })
     }
 }
 

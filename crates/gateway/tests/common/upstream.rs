@@ -116,6 +116,11 @@ impl Upstream {
         m
     }
 
+    /// The calls this upstream is answering now.
+    pub fn active(&self) -> u64 {
+        self.state.active.load(Ordering::SeqCst)
+    }
+
     /// The most calls this upstream was answering at the same time.
     pub fn max_concurrency(&self) -> u64 {
         self.state.max_active.load(Ordering::SeqCst)

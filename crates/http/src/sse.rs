@@ -1,0 +1,91 @@
+//! Answers of the MCP door as server-sent events: a call that sends notifications while it
+//! runs (a flow's progress and log messages) answers with `text/event-stream` — each
+//! notification an event as it happens, the response the last one — when the client accepts
+//! it. Every other answer stays one JSON body: the choice is made lazily, by the first
+//! notification, so a call that sends none costs nothing more.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Whether the request's `Accept` names `text/event-stream`.
+pub(crate) fn accepted(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|m| {
+                m.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
+            })
+        })
+    })
+}
+
+/// One message as one event.
+fn event(message: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    // JSON text written by this server has no raw newlines; one inside would end the event.
+    out.extend(message.iter().map(|&b| if b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+fn response(body: Body) -> Response {
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// Messages that are all known already (the call finished before the first was read).
+pub(crate) fn at_once(messages: impl IntoIterator<Item = Vec<u8>>) -> Response {
+    let mut out = Vec::new();
+    for m in messages {
+        out.extend_from_slice(&event(&m));
+    }
+    response(Body::from(out))
+}
+
+/// The call still runs: `first`, then each notification as it comes, then the answer
+/// `answering` gives (none for a notification), then the end of the stream.
+pub(crate) fn streaming<F>(first: Vec<u8>, notes: UnboundedReceiver<Vec<u8>>, answering: F) -> Response
+where
+    F: Future<Output = Option<Vec<u8>>> + Send + 'static,
+{
+    enum State<F> {
+        First(Vec<u8>, UnboundedReceiver<Vec<u8>>, Pin<Box<F>>),
+        Running(UnboundedReceiver<Vec<u8>>, Pin<Box<F>>),
+        Draining(UnboundedReceiver<Vec<u8>>, Option<Vec<u8>>),
+        Done,
+    }
+    let state = State::First(first, notes, Box::pin(answering));
+    let stream = futures::stream::unfold(state, |state| async move {
+        match state {
+            State::First(first, notes, answering) => Some((event(&first), State::Running(notes, answering))),
+            State::Running(mut notes, mut answering) => {
+                tokio::select! {
+                    biased;
+                    Some(n) = notes.recv() => Some((event(&n), State::Running(notes, answering))),
+                    answer = &mut answering => next_drained(notes, answer),
+                }
+            }
+            State::Draining(notes, answer) => next_drained(notes, answer),
+            State::Done => None,
+        }
+    });
+    fn next_drained<F>(
+        mut notes: UnboundedReceiver<Vec<u8>>,
+        answer: Option<Vec<u8>>,
+    ) -> Option<(Bytes, State<F>)> {
+        match notes.try_recv() {
+            Ok(n) => Some((event(&n), State::Draining(notes, answer))),
+            Err(_) => answer.map(|a| (event(&a), State::Done)),
+        }
+    }
+    response(Body::from_stream(futures::StreamExt::map(stream, Ok::<_, Infallible>)))
+}

@@ -1,0 +1,55 @@
+//! `notifications/cancelled`: a query's call that the client gave up on stops; a command's
+//! runs on and stores its outcome, so the retry gets it (a client that leaves does not undo a
+//! side effect). Running queries are known by this process only: a cancellation that reaches
+//! another replica finds nothing to stop, and the query finishes there unheard.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+/// Which call: the tenant, the session (empty without one) and the request id's text.
+type CallRef = (String, String, String);
+
+/// The queries running now that a cancellation may stop.
+#[derive(Default)]
+pub struct Inflight {
+    calls: Mutex<HashMap<CallRef, oneshot::Sender<()>>>,
+}
+
+/// A registered call: dropped when it ends, and then forgotten.
+pub struct Registered<'a> {
+    inflight: &'a Inflight,
+    call: CallRef,
+    pub cancelled: oneshot::Receiver<()>,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.inflight.calls.lock() {
+            calls.remove(&self.call);
+        }
+    }
+}
+
+impl Inflight {
+    /// Register a query's call; `None` when one with the same id runs already (it keeps its
+    /// place: a client's ids are its own, a second with the same id cannot be told apart).
+    pub fn register(&self, tenant: &str, session: &str, id: &str) -> Option<Registered<'_>> {
+        let call = (tenant.to_owned(), session.to_owned(), id.to_owned());
+        let (tx, cancelled) = oneshot::channel();
+        let mut calls = self.calls.lock().ok()?;
+        if calls.contains_key(&call) {
+            return None;
+        }
+        calls.insert(call.clone(), tx);
+        Some(Registered { inflight: self, call, cancelled })
+    }
+
+    /// Stop the call, if it runs here; whether it did.
+    pub fn cancel(&self, tenant: &str, session: &str, id: &str) -> bool {
+        let call = (tenant.to_owned(), session.to_owned(), id.to_owned());
+        let sender = self.calls.lock().ok().and_then(|mut c| c.remove(&call));
+        sender.is_some_and(|tx| tx.send(()).is_ok())
+    }
+}
