@@ -14,14 +14,13 @@ const { Client, StreamableHTTPClientTransport } = require("@modelcontextprotocol
 
 const [urlA, urlB, apiKey, key] = process.argv.slice(2);
 
-async function connect(url) {
+// A pins 2026-07-28; B negotiates ("auto": asks server/discover, falls back to initialize
+// only when the server is not modern), so both must end up in the modern era.
+async function connect(url, mode) {
   const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${apiKey}` } },
   });
-  const client = new Client(
-    { name: "oncerpc-test-2026", version: "1.0.0" },
-    { versionNegotiation: { mode: { pin: "2026-07-28" } } },
-  );
+  const client = new Client({ name: "oncerpc-test-2026", version: "1.0.0" }, { versionNegotiation: { mode } });
   await client.connect(transport);
   return client;
 }
@@ -34,8 +33,8 @@ const summary = (r) => ({
   key: r._meta?.["io.oncerpc/idempotency-key"] ?? null,
 });
 
-const a = await connect(urlA);
-const b = await connect(urlB);
+const a = await connect(urlA, { pin: "2026-07-28" });
+const b = await connect(urlB, "auto");
 const tools = await a.listTools();
 const args = { sku: "A-1", idempotency_key: key };
 const first = await a.callTool({ name: "orders.create", arguments: args });
