@@ -142,6 +142,7 @@ async fn run_suite(dir: PathBuf, config: &str, baseline: &str, extra_args: &[&st
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = stdout.rsplit_once("=== SUMMARY ===").map_or(&*stdout, |(_, s)| s).to_owned();
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{summary}");
     summary
 }
 

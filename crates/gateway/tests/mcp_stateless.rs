@@ -1,6 +1,7 @@
 //! The MCP door's stateless revision (`2026-07-28`) over Streamable HTTP on the real
 //! `oncerpc serve`, on the same `/mcp` as the session era: the official TypeScript SDK v2
-//! client (`@modelcontextprotocol/client`, pinned to `2026-07-28`) runs a command once however
+//! client (`@modelcontextprotocol/client`, pinned to `2026-07-28`, and negotiating) runs a
+//! command once however
 //! often it is sent, on one gateway and across two replicas on one store; every refusal of a
 //! request (headers that disagree with the body, a version not served, `_meta` missing, a
 //! batch, malformed JSON) has its documented status and runs nothing.
