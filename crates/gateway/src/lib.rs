@@ -139,6 +139,7 @@ impl App {
                 webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
                 mcp_enabled: cfg.mcp.enabled,
                 mcp_session_secret: cfg.mcp.session_secret.clone(),
+                mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
             },
         )
     }

@@ -19,12 +19,19 @@ pub struct McpSection {
     /// random secret per process. Use `"${NAME}"` to keep it out of the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_secret: Option<String>,
+    /// A session unused for this long ends, on every replica (sessions live in the store).
+    #[serde(default = "default_idle")]
+    pub session_idle_secs: u64,
 }
 
 impl Default for McpSection {
     fn default() -> Self {
-        McpSection { enabled: true, session_secret: None }
+        McpSection { enabled: true, session_secret: None, session_idle_secs: default_idle() }
     }
+}
+
+fn default_idle() -> u64 {
+    oncerpc_mcp::sessions::DEFAULT_IDLE.as_secs()
 }
 
 fn yes() -> bool {
@@ -37,6 +44,12 @@ pub const MIN_SECRET_LEN: usize = 32;
 impl McpSection {
     /// The section's own rules; the error names the key.
     pub fn check(&self) -> Result<(), String> {
+        let lifetime = oncerpc_mcp::session::SESSION_LIFETIME.as_secs();
+        if !(1..=lifetime).contains(&self.session_idle_secs) {
+            return Err(format!(
+                "mcp.session_idle_secs must be between 1 and {lifetime} (a session's whole life)"
+            ));
+        }
         match &self.session_secret {
             Some(s) if s.len() < MIN_SECRET_LEN => {
                 Err(format!("mcp.session_secret must be at least {MIN_SECRET_LEN} characters"))

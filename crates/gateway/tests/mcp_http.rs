@@ -239,6 +239,46 @@ async fn a_session_and_a_key_hold_across_two_replicas_on_redis() {
     let dir_c = TempDir::new("mcp-http-replicas-c");
     let c = Gateway::with_config(&dir_c, &config(&up, &other));
     assert_eq!(mcp(&c.http(), Some(ACME), &headers, &call(9, "Q-1", &key)).await.status, 404);
+
+    // Ended on one replica, it is ended on the other: sessions live in the store.
+    let ping = json!({"jsonrpc":"2.0","id":10,"method":"ping"}).to_string();
+    assert_eq!(mcp(&hb, Some(ACME), &headers, &ping).await.status, 200);
+    let bearer = format!("Bearer {ACME}");
+    let ended = ha
+        .client_delete("/mcp", &[("Mcp-Session-Id", sid.as_str()), ("Authorization", bearer.as_str())])
+        .await;
+    assert_eq!(ended, 204);
+    let after = mcp(&hb, Some(ACME), &headers, &ping).await;
+    assert_eq!(after.status, 404, "the other replica refuses an ended session: {}", after.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_ends_and_a_used_one_lives_on() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-http-idle");
+    let gw =
+        Gateway::with_config(&dir, &config(&up, &format!("{}\n[mcp]\nsession_idle_secs = 2", sqlite(&dir))));
+    let h = gw.http();
+    let ping = json!({"jsonrpc":"2.0","id":2,"method":"ping"}).to_string();
+    let (busy, idle) = (open(&h, ACME).await, open(&h, ACME).await);
+    let with = |sid: &str| {
+        vec![("Mcp-Session-Id", sid.to_owned()), ("MCP-Protocol-Version", "2025-06-18".to_owned())]
+    };
+    let send = |sid: &str| {
+        let headers = with(sid);
+        let (h, ping) = (h.clone(), ping.clone());
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            mcp(&h, Some(ACME), &headers, &ping).await.status
+        }
+    };
+    // The busy session is used every 300 ms for 3 s: each use past half its idle time renews
+    // it. The idle one is not used at all, and is gone after its two seconds.
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(send(&busy).await, 200, "a session in use lives on");
+    }
+    assert_eq!(send(&idle).await, 404, "an idle session ends");
 }
 
 /// The data of each server-sent event of a `text/event-stream` body, as JSON.

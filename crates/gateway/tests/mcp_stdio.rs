@@ -188,3 +188,77 @@ async fn stateless_requests_are_answered_without_a_handshake_and_a_retry_runs_on
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
     assert_eq!(ping["result"], json!({}), "{ping}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_step_the_retry_resumes_and_sends_that_step_its_same_key() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-kill9-step");
+    let config = dir.file("mcp.toml").display().to_string();
+    let toml = format!(
+        "demo = false\n[store]\nurl = \"sqlite://{db}\"\nlease_ms = 2500\n\n\
+         [[methods]]\nname = \"orders.place\"\nkind = \"command\"\ntimeout_ms = 1000\n\
+         \x20 [[methods.steps]]\n  name = \"reserve\"\n  url = \"{reserve}\"\n\
+         \x20 [[methods.steps]]\n  name = \"charge\"\n  url = \"{charge}\"\n",
+        db = dir.file("mcp.db").display(),
+        reserve = up.url("reserve"),
+        charge = up.url("charge"),
+    );
+    std::fs::write(&config, toml).unwrap();
+    let init =
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}});
+    let call = |id: u64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+            "params":{"name":"orders.place","arguments":{"sku":"K-1","idempotency_key":"kill-in-step"}}})
+    };
+    up.set_delay(700, &["charge"]);
+    let mut a = {
+        let (config, init, call) = (config.clone(), init.clone(), call(2));
+        tokio::task::spawn_blocking(move || {
+            let mut a = Child::start(&config);
+            a.ask(init);
+            let stdin = a.child.stdin.as_mut().unwrap();
+            writeln!(stdin, "{call}").unwrap();
+            stdin.flush().unwrap();
+            a
+        })
+        .await
+        .unwrap()
+    };
+    for _ in 0..500 {
+        if up.count("charge") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(up.count("charge"), 1, "the charge is in flight");
+    a.child.kill().unwrap(); // SIGKILL, while the upstream holds the charge
+    a.child.wait().unwrap();
+    up.set_delay(0, &[]);
+
+    let answers = tokio::task::spawn_blocking(move || {
+        let mut b = Child::start(&config);
+        b.ask(init);
+        // In progress (isError, -32001) until the dead owner's lease lapses; then it resumes.
+        let mut answers = Vec::new();
+        for id in 3..60 {
+            let a = b.ask(call(id));
+            let busy = a["result"]["structuredContent"]["code"] == -32001;
+            answers.push(a);
+            if !busy {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        answers
+    })
+    .await
+    .unwrap();
+    let last = answers.last().unwrap();
+    assert_eq!(last["result"]["isError"], false, "{last}");
+    assert_eq!(last["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{last}");
+    assert_eq!(up.count("reserve"), 1, "the finished step is not called again: it is in the journal");
+    let charges: Vec<_> = up.calls().into_iter().filter(|c| c.step == "charge").collect();
+    assert_eq!(charges.len(), 2, "the step in flight at the crash is sent again");
+    assert!(charges[0].idempotency_key.is_some());
+    assert_eq!(charges[0].idempotency_key, charges[1].idempotency_key, "with the same step key");
+}

@@ -123,6 +123,8 @@ pub struct HttpConfig {
     /// The secret that signs MCP session ids (`mcp.session_secret`); `None`: a random one of
     /// this process (sessions then stay on the replica that opened them).
     pub mcp_session_secret: Option<String>,
+    /// How long an MCP session may go unused before it ends (`mcp.session_idle_secs`).
+    pub mcp_session_idle: Duration,
 }
 
 impl Default for HttpConfig {
@@ -137,6 +139,7 @@ impl Default for HttpConfig {
             webhooks: Webhooks::default(),
             mcp_enabled: true,
             mcp_session_secret: None,
+            mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
         }
     }
 }
@@ -187,7 +190,8 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     .expect("valid metric");
     let _ = door_metrics.register(Box::new(event_api.clone()));
     let mcp = config.mcp_enabled.then(|| {
-        mcp::McpDoor::new(dispatcher.clone(), config.mcp_session_secret.as_deref().map(str::as_bytes))
+        let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
+        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle)
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);

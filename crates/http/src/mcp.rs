@@ -17,6 +17,7 @@
 //!   API key (`Authorization: Bearer`, `X-API-Key`, `?key=`), rate and in-flight.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -24,7 +25,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use oncerpc_core::LogSafe;
 use oncerpc_core::store::now_ms;
-use oncerpc_mcp::{McpServer, SESSION_VERSIONS, Session, SessionTokens};
+use oncerpc_mcp::{McpServer, SESSION_VERSIONS, Session, SessionError, SessionTokens, Sessions};
 use oncerpc_protocol::{ErrorCode, RpcError};
 
 use crate::{AppState, Door, read_body};
@@ -39,12 +40,13 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The MCP door's own state.
 pub(crate) struct McpDoor {
     pub server: McpServer,
-    pub tokens: SessionTokens,
+    pub sessions: Sessions,
 }
 
 impl McpDoor {
-    pub fn new(dispatcher: Arc<oncerpc_core::Dispatcher>, secret: Option<&[u8]>) -> McpDoor {
-        McpDoor { server: McpServer::new(dispatcher), tokens: SessionTokens::new(secret) }
+    pub fn new(dispatcher: Arc<oncerpc_core::Dispatcher>, secret: Option<&[u8]>, idle: Duration) -> McpDoor {
+        let sessions = Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle);
+        McpDoor { server: McpServer::new(dispatcher), sessions }
     }
 }
 
@@ -82,14 +84,15 @@ pub(crate) async fn post(
     }
     let token = header_str(&headers, SESSION_HEADER).map(str::to_owned);
     let (mut session, opening): (Session, bool) = match token.as_deref() {
-        Some(token) => match door.tokens.verify(token, now_ms()) {
+        Some(token) => match door.sessions.check(token, now_ms()).await {
             Ok(id) if *id.tenant == *tenant => {
                 let mut s = Session::new(tenant.clone());
                 s.version = Some(id.version);
-                s.log_level = door.tokens.log_level(token);
+                s.log_level = door.sessions.tokens().log_level(token);
                 s.id = Some(token.into());
                 (s, false)
             }
+            Err(SessionError::Unavailable) => return sessions_unavailable(door),
             // Another tenant's session is as unknown as a forged one.
             Ok(_) | Err(_) => return session_not_found(door),
         },
@@ -111,7 +114,7 @@ pub(crate) async fn post(
         if let (Some(token), Some(set)) = (&token, &session.log_level)
             && session.log_level != level
         {
-            door.tokens.set_log_level(token, set);
+            door.sessions.tokens().set_log_level(token, set);
         }
         (answer, session)
     });
@@ -133,7 +136,10 @@ pub(crate) async fn post(
         None => StatusCode::ACCEPTED.into_response(),
     };
     if opening && let Some(version) = session.version {
-        let token = door.tokens.issue(&tenant, version, now_ms());
+        let token = match door.sessions.open(&tenant, version, now_ms()).await {
+            Ok(token) => token,
+            Err(_) => return sessions_unavailable(door),
+        };
         door.server.metrics().session("opened");
         if let Ok(v) = HeaderValue::from_str(&token) {
             resp.headers_mut().insert(SESSION_HEADER, v);
@@ -154,13 +160,16 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
     let Some(token) = header_str(&headers, SESSION_HEADER) else {
         return refuse(door, "no_session", StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
     };
-    match door.tokens.verify(token, now_ms()) {
-        Ok(id) if *id.tenant == *tenant => {
-            door.tokens.end(token);
-            door.server.metrics().session("ended");
-            tracing::info!(tenant = %tenant, "MCP session ended");
-            StatusCode::NO_CONTENT.into_response()
-        }
+    match door.sessions.tokens().verify(token, now_ms()) {
+        Ok(id) if *id.tenant == *tenant => match door.sessions.end(token, now_ms()).await {
+            Ok(_) => {
+                door.server.metrics().session("ended");
+                tracing::info!(tenant = %tenant, "MCP session ended");
+                StatusCode::NO_CONTENT.into_response()
+            }
+            Err(SessionError::Unavailable) => sessions_unavailable(door),
+            Err(_) => session_not_found(door),
+        },
         _ => session_not_found(door),
     }
 }
@@ -210,6 +219,12 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 fn session_not_found(door: &McpDoor) -> Response {
     let message = "unknown or ended MCP session: initialize a new one".to_owned();
     refuse(door, "unknown_session", StatusCode::NOT_FOUND, message)
+}
+
+/// The store that keeps sessions did not answer: `503` with `Retry-After`, try again.
+fn sessions_unavailable(door: &McpDoor) -> Response {
+    let message = "the session store is unavailable: retry shortly".to_owned();
+    refuse(door, "store_unavailable", StatusCode::SERVICE_UNAVAILABLE, message)
 }
 
 /// A refusal of the transport (session, revision): counted in

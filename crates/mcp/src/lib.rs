@@ -55,6 +55,7 @@ pub mod discover;
 mod metrics;
 pub mod notify;
 pub mod session;
+pub mod sessions;
 pub mod stateless;
 pub mod stdio;
 pub mod tools;
@@ -69,6 +70,7 @@ use serde_json::{Value, json};
 pub use metrics::McpMetrics;
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
+pub use sessions::Sessions;
 pub use stateless::{RequestHeaders, STATELESS_VERSIONS, StatelessAnswer};
 pub use tools::Tools;
 

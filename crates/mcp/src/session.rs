@@ -32,6 +32,8 @@ pub struct SessionId {
     pub tenant: String,
     pub version: &'static str,
     pub issued_ms: u64,
+    /// The token's random part: the session's name in the store.
+    pub nonce: String,
 }
 
 /// Why a session id is refused: every one is answered `404` (start a new session).
@@ -43,6 +45,9 @@ pub enum SessionError {
     Expired,
     #[error("the session was ended")]
     Ended,
+    /// The store that keeps sessions did not answer: `503`, try again.
+    #[error("the session store is unavailable")]
+    Unavailable,
 }
 
 /// Issues and checks session ids with one secret.
@@ -88,7 +93,7 @@ impl SessionTokens {
             return Err(SessionError::Unknown);
         }
         let mut parts = body.split('.');
-        let (Some(tenant), Some(version), Some(issued), Some(_nonce), None) =
+        let (Some(tenant), Some(version), Some(issued), Some(nonce), None) =
             (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
         else {
             return Err(SessionError::Unknown);
@@ -104,7 +109,7 @@ impl SessionTokens {
         if self.state(token).is_some_and(|s| s.ended) {
             return Err(SessionError::Ended);
         }
-        Ok(SessionId { tenant, version, issued_ms })
+        Ok(SessionId { tenant, version, issued_ms, nonce: nonce.to_owned() })
     }
 
     /// End a session (`DELETE`): this process refuses it from now on.
@@ -156,10 +161,9 @@ mod tests {
         let a = SessionTokens::new(Some(b"shared"));
         let b = SessionTokens::new(Some(b"shared"));
         let t = a.issue("acme.eu", "2025-06-18", 1_000);
-        assert_eq!(
-            b.verify(&t, 2_000),
-            Ok(SessionId { tenant: "acme.eu".into(), version: "2025-06-18", issued_ms: 1_000 })
-        );
+        let id = b.verify(&t, 2_000).unwrap();
+        assert_eq!((&*id.tenant, id.version, id.issued_ms), ("acme.eu", "2025-06-18", 1_000));
+        assert_eq!(id.nonce.len(), 32);
         let other = SessionTokens::new(Some(b"another deployment"));
         assert_eq!(other.verify(&t, 2_000), Err(SessionError::Unknown));
         assert_eq!(SessionTokens::new(None).verify(&t, 2_000), Err(SessionError::Unknown));
