@@ -309,15 +309,16 @@ impl McpServer {
             let sent = headers.params.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v);
             let given = path.iter().try_fold(arguments, |v, key| v.get(key)).filter(|v| !v.is_null());
             let shown = LogSafe(&header);
+            let malformed = || Refused::header(format!("Header mismatch: Mcp-Param-{shown} is malformed"));
             match (given, sent) {
+                // Not in the call: not expected, but one sent must still be a valid value.
+                (None, Some(raw)) if header_text(raw).and_then(decoded).is_none() => return Err(malformed()),
                 (None, _) => {}
                 (Some(_), None) => {
                     return Err(Refused::header(format!("Header mismatch: Mcp-Param-{shown} is required")));
                 }
                 (Some(value), Some(raw)) => {
-                    let text = header_text(raw).and_then(decoded).ok_or_else(|| {
-                        Refused::header(format!("Header mismatch: Mcp-Param-{shown} is malformed"))
-                    })?;
+                    let text = header_text(raw).and_then(decoded).ok_or_else(malformed)?;
                     if !same_value(&text, value) {
                         return Err(Refused::header(format!(
                             "Header mismatch: Mcp-Param-{shown} does not match the argument"

@@ -97,6 +97,14 @@ async fn headers_that_disagree_with_the_body_are_refused_before_anything_runs() 
             "{what}"
         );
     }
+    let without_region = pay(2, json!({ "amount": 5, "idempotency_key": "k-headers-2" }));
+    let stray = RequestHeaders { params: vec![("region".into(), b"=?base64?!!?=")], ..right.clone() };
+    let (status, _) = ask(&a, &without_region, Some(&stray)).await;
+    assert_eq!(
+        status,
+        Status::Refused(Refusal::HeaderMismatch),
+        "a malformed header is refused even unneeded"
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0, "nothing ran");
     let encoded = RequestHeaders { params: vec![("region".into(), b"=?base64?ZXU=?=")], ..right.clone() };
     let (status, answer) = ask(&a, &call, Some(&encoded)).await;
