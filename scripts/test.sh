@@ -73,6 +73,18 @@ if ! cmp -s "$CONFSRC/package-lock.json" "$CONFDIR/package-lock.json" || [ ! -x 
 fi
 [ -x "$CONFDIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_DIR="$PWD/$CONFDIR"
 
+# The 0.2 line of the suite, run with --spec-version 2026-07-28 (the stateless revision), and the
+# TypeScript SDK v2 client (@modelcontextprotocol/client), which speaks it: pinned by
+# crates/gateway/tests/conformance-2026/package-lock.json.
+CONF26DIR="target/node-conformance-2026"
+CONF26SRC="crates/gateway/tests/conformance-2026"
+if ! cmp -s "$CONF26SRC/package-lock.json" "$CONF26DIR/package-lock.json" || [ ! -x "$CONF26DIR/node_modules/.bin/conformance" ]; then
+  echo "== installing the MCP conformance suite 0.2 into $CONF26DIR"
+  mkdir -p "$CONF26DIR" && cp "$CONF26SRC/package.json" "$CONF26SRC/package-lock.json" "$CONF26DIR/"
+  (cd "$CONF26DIR" && npm ci --no-audit --no-fund --silent) || need "the npm package @modelcontextprotocol/conformance@0.2"
+fi
+[ -x "$CONF26DIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_2026_DIR="$PWD/$CONF26DIR"
+
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.
 wait_for() { # wait_for WHAT COMMAND...

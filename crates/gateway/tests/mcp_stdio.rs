@@ -126,6 +126,69 @@ async fn after_kill_9_and_a_restart_the_retry_gets_the_stored_result() {
     assert_eq!(up.count("charge"), 1, "one upstream call across the crash");
 }
 
+/// `_meta` of a `2026-07-28` request.
+fn modern_meta(extra: Value) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let (Some(m), Value::Object(e)) = (meta.as_object_mut(), extra) {
+        m.extend(e);
+    }
+    meta
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_requests_are_answered_without_a_handshake_and_a_retry_runs_once() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("mcp-stdio-2026");
+    let config = config(&dir, &up);
+    let answers = tokio::task::spawn_blocking(move || {
+        let mut c = Child::start(&config);
+        let discover = c.ask(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":modern_meta(json!({}))}}));
+        let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"orders.create",
+            "arguments":{"sku":"S-1","idempotency_key":"stdio-2026-key"},"_meta":modern_meta(json!({}))}});
+        let first = c.ask(call.clone());
+        let again = c.ask(call);
+        let list = c.ask(json!({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":modern_meta(json!({}))}}));
+        let removed = c.ask(json!({"jsonrpc":"2.0","id":4,"method":"initialize","params":{"_meta":modern_meta(json!({}))}}));
+        let no_meta = c.ask(json!({"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":
+            {"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}));
+        let unsupported = c.ask(json!({"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":
+            {"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}));
+        // The session era in the same process, unchanged.
+        let init = c.ask(json!({"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}));
+        let ping = c.ask(json!({"jsonrpc":"2.0","id":8,"method":"ping"}));
+        [discover, first, again, list, removed, no_meta, unsupported, init, ping]
+    })
+    .await
+    .unwrap();
+    let [discover, first, again, list, removed, no_meta, unsupported, init, ping] = answers;
+    assert_eq!(discover["result"]["supportedVersions"][0], "2026-07-28", "{discover}");
+    assert_eq!(discover["result"]["resultType"], "complete");
+    assert_eq!(discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "oncerpc");
+    assert_eq!(first["result"]["resultType"], "complete", "{first}");
+    assert_eq!(first["result"]["_meta"]["io.oncerpc/idempotency-status"], "new", "{first}");
+    assert_eq!(again["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{again}");
+    assert_eq!(first["result"]["content"], again["result"]["content"], "the stored result, byte for byte");
+    assert_eq!(up.count("charge"), 1, "the upstream ran once");
+    assert!(
+        list["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "orders.create"),
+        "{list}"
+    );
+    assert!(list["result"]["ttlMs"].as_u64().is_some() && list["result"]["cacheScope"] == "public", "{list}");
+    assert_eq!(
+        (removed["id"].clone(), removed["error"]["code"].clone()),
+        (json!(4), json!(-32601)),
+        "{removed}"
+    );
+    assert_eq!(no_meta["error"]["code"], -32602, "{no_meta}");
+    assert_eq!(unsupported["error"]["code"], -32022, "{unsupported}");
+    assert_eq!(unsupported["error"]["data"]["requested"], "1999-01-01");
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+    assert_eq!(ping["result"], json!({}), "{ping}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_step_the_retry_resumes_and_sends_that_step_its_same_key() {
     let up = Upstream::start().await;

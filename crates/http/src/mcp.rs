@@ -1,5 +1,7 @@
-//! `/mcp`: the MCP door over Streamable HTTP, session era (`oncerpc-mcp` answers the
-//! messages; this is the transport).
+//! `/mcp`: the MCP door over Streamable HTTP (`oncerpc-mcp` answers the messages; this is the
+//! transport). A POST without `Mcp-Session-Id` whose `_meta` or `MCP-Protocol-Version` names
+//! the stateless revision `2026-07-28` goes to [`stateless`]; everything else is the session
+//! era's, below.
 //!
 //! * `POST`: one JSON-RPC message (or, in `2025-03-26`, a batch). A request is answered
 //!   `200` with `application/json`; notifications and responses `202` with no body; a body
@@ -27,6 +29,8 @@ use oncerpc_mcp::{McpServer, SESSION_VERSIONS, Session, SessionError, SessionTok
 use oncerpc_protocol::{ErrorCode, RpcError};
 
 use crate::{AppState, Door, read_body};
+
+mod stateless;
 
 /// The session header (requests and the `initialize` answer).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -64,6 +68,13 @@ pub(crate) async fn post(
         Ok(g) => g,
         Err(resp) => return *resp,
     };
+    // The stateless revision (2026-07-28), chosen per request: no session, and _meta or the
+    // version header names a revision of that era.
+    if header_str(&headers, SESSION_HEADER).is_none()
+        && oncerpc_mcp::stateless::is_stateless(&bytes, header_str(&headers, VERSION_HEADER))
+    {
+        return stateless::post(st.clone(), &headers, bytes, tenant).await;
+    }
     if let Some(v) = header_str(&headers, VERSION_HEADER)
         && !SESSION_VERSIONS.contains(&v)
     {
@@ -226,8 +237,19 @@ fn sessions_unavailable(door: &McpDoor) -> Response {
 /// A refusal of the transport (session, revision): counted in
 /// `oncerpc_mcp_refusals_total{reason}`, logged once, answered with a JSON-RPC error body.
 fn refuse(door: &McpDoor, reason: &'static str, status: StatusCode, message: String) -> Response {
+    let err = RpcError::with_message(ErrorCode::InvalidRequest, message);
+    refused(door, reason, status, &err.message, oncerpc_protocol::error_body(&err))
+}
+
+/// [`refuse`] with the answer's body already made (the stateless revision's own errors).
+fn refused(
+    door: &McpDoor,
+    reason: &'static str,
+    status: StatusCode,
+    message: &str,
+    body: Vec<u8>,
+) -> Response {
     door.server.metrics().refused(reason);
     tracing::info!(reason, status = status.as_u16(), "MCP request refused: {message}");
-    let err = RpcError::with_message(ErrorCode::InvalidRequest, message);
-    crate::json_response(status, oncerpc_protocol::error_body(&err), None)
+    crate::json_response(status, body, None)
 }

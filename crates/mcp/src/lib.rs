@@ -8,7 +8,10 @@
 //! [`Session`]. The transports call it: [`stdio`] (newline-delimited JSON, for desktop hosts
 //! that start `oncerpc mcp` as a command).
 //!
-//! * **Protocol revisions**: the session era (`2025-11-25`, `2025-06-18`, `2025-03-26`):
+//! * **Protocol eras**, chosen per message: the stateless revision `2026-07-28`
+//!   ([`stateless`], [`McpServer::stateless`]: no handshake, `_meta` on every request,
+//!   `server/discover`, HTTP headers checked against the body) and the session era
+//!   (`2025-11-25`, `2025-06-18`, `2025-03-26`):
 //!   `initialize` negotiates one of them (an unknown one is answered with the latest), `ping`,
 //!   `logging/setLevel`, `tools/list` (paginated) and `tools/call`; notifications are never
 //!   answered. Batches only where the negotiated revision has them (`2025-03-26`).
@@ -48,10 +51,12 @@
 
 pub mod call;
 mod cancel;
+pub mod discover;
 mod metrics;
 pub mod notify;
 pub mod session;
 pub mod sessions;
+pub mod stateless;
 pub mod stdio;
 pub mod tools;
 
@@ -66,6 +71,7 @@ pub use metrics::McpMetrics;
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use sessions::Sessions;
+pub use stateless::{RequestHeaders, STATELESS_VERSIONS, StatelessAnswer};
 pub use tools::Tools;
 
 /// The session-era revisions served, newest first.
@@ -301,7 +307,7 @@ fn set_level(req: &Request<'_>, session: &mut Session) -> Result<(), RpcError> {
 }
 
 /// The `cursor` of a paginated request, if any.
-fn cursor(req: &Request<'_>) -> Result<Option<String>, RpcError> {
+pub(crate) fn cursor(req: &Request<'_>) -> Result<Option<String>, RpcError> {
     let params = params_object(req)?;
     match params.get("cursor") {
         None | Some(Value::Null) => Ok(None),
@@ -321,7 +327,7 @@ pub(crate) fn params_object(req: &Request<'_>) -> Result<serde_json::Map<String,
     }
 }
 
-fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
+pub(crate) fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(result.len() + 48);
     match RawValue::from_string(result.to_owned()) {
         Ok(raw) => oncerpc_protocol::write_result(&mut out, Some(id), &raw),
@@ -330,7 +336,7 @@ fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
     out
 }
 
-fn error_answer(id: Option<Id<'_>>, error: &RpcError) -> Vec<u8> {
+pub(crate) fn error_answer(id: Option<Id<'_>>, error: &RpcError) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     oncerpc_protocol::write_error(&mut out, id, error);
     out

@@ -16,6 +16,7 @@ pub struct McpMetrics {
 pub(crate) fn method_label(method: &str) -> &'static str {
     match method {
         "initialize" => "initialize",
+        "server/discover" => "server/discover",
         "ping" => "ping",
         "logging/setLevel" => "logging/setLevel",
         "tools/list" => "tools/list",
@@ -43,7 +44,7 @@ impl McpMetrics {
         let refusals = IntCounterVec::new(
             Opts::new(
                 "oncerpc_mcp_refusals_total",
-                "Requests /mcp refused before any message was handled: origin (403), no_session (400), unknown_session (404), version (400)",
+                "Requests /mcp refused before any message was handled: origin (403), no_session (400), unknown_session (404), version (400: a revision not served), and in 2026-07-28 malformed (400), batch (400), meta (400: _meta without the protocol version or client capabilities), header_mismatch (400)",
             ),
             &["reason"],
         )

@@ -1,6 +1,7 @@
 //! `oncerpc mcp`: the MCP door on stdin/stdout, newline-delimited JSON (one message a line),
 //! logs only on stderr, for desktop hosts that start the server as a command. One process is
-//! one session of the default tenant; the loop, framing and signal handling are the stdio
+//! one session of the default tenant, and answers `2026-07-28` (stateless) messages too, each
+//! on its own; the loop, framing and signal handling are the stdio
 //! daemon's ([`oncerpc_stdio::serve`]).
 
 use std::future::Future;
@@ -25,6 +26,13 @@ where
     let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
     oncerpc_stdio::serve(
         async |body: &[u8], outbox: &Outbox| {
+            // A message whose _meta names its protocol version is 2026-07-28's (stateless).
+            if crate::stateless::is_stateless(body, None) {
+                return server
+                    .stateless_with(body, session.tenant.clone(), None, Some(outbox.clone()))
+                    .await
+                    .body;
+            }
             server.answer_with(body, &mut session, Some(outbox.clone())).await.body
         },
         input,

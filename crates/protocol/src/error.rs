@@ -11,7 +11,8 @@ use std::io::Write as _;
 use serde_json::value::RawValue;
 
 /// A JSON-RPC error code: the reserved ones of the specification, oncerpc's own
-/// (`-32001..=-32008`), or an application code a handler chose.
+/// (`-32001..=-32008`), the MCP `2026-07-28` revision's (`-32020`, `-32022`), or an application
+/// code a handler chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// -32700: invalid JSON, invalid UTF-8, nesting deeper than the parser's limit.
@@ -42,13 +43,19 @@ pub enum ErrorCode {
     Overloaded,
     /// -32008: the tenant is over its rate (`rate_per_sec`/`burst`).
     RateLimited,
+    /// -32020 (MCP `2026-07-28`, `HeaderMismatch`): an HTTP header (`MCP-Protocol-Version`,
+    /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) is missing, malformed or disagrees with the body.
+    HeaderMismatch,
+    /// -32022 (MCP `2026-07-28`, `UnsupportedProtocolVersionError`): the request's protocol
+    /// version is not served (`data`: `supported`, `requested`).
+    UnsupportedProtocolVersion,
     /// Any other code, chosen by an application handler.
     Application(i32),
 }
 
 impl ErrorCode {
     /// Every code of the table, in table order (used by docs and tests).
-    pub const TABLE: [ErrorCode; 13] = [
+    pub const TABLE: [ErrorCode; 15] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -62,6 +69,8 @@ impl ErrorCode {
         ErrorCode::UpstreamFailed,
         ErrorCode::Overloaded,
         ErrorCode::RateLimited,
+        ErrorCode::HeaderMismatch,
+        ErrorCode::UnsupportedProtocolVersion,
     ];
 
     /// The number on the wire.
@@ -80,6 +89,8 @@ impl ErrorCode {
             ErrorCode::UpstreamFailed => -32006,
             ErrorCode::Overloaded => -32007,
             ErrorCode::RateLimited => -32008,
+            ErrorCode::HeaderMismatch => -32020,
+            ErrorCode::UnsupportedProtocolVersion => -32022,
             ErrorCode::Application(c) => c,
         }
     }
@@ -105,6 +116,8 @@ impl ErrorCode {
             ErrorCode::UpstreamFailed => "Upstream failed",
             ErrorCode::Overloaded => "Overloaded",
             ErrorCode::RateLimited => "Rate limited",
+            ErrorCode::HeaderMismatch => "Header mismatch",
+            ErrorCode::UnsupportedProtocolVersion => "Unsupported protocol version",
             ErrorCode::Application(_) => "Application error",
         }
     }
@@ -113,7 +126,11 @@ impl ErrorCode {
     /// JSON-RPC errors with `200`.
     pub const fn http_status(self) -> u16 {
         match self {
-            ErrorCode::ParseError | ErrorCode::InvalidRequest | ErrorCode::InvalidParams => 400,
+            ErrorCode::ParseError
+            | ErrorCode::InvalidRequest
+            | ErrorCode::InvalidParams
+            | ErrorCode::HeaderMismatch
+            | ErrorCode::UnsupportedProtocolVersion => 400,
             ErrorCode::MethodNotFound => 404,
             ErrorCode::InternalError => 500,
             ErrorCode::RequestInProgress => 200,

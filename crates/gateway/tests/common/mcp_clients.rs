@@ -1,6 +1,8 @@
 //! The official MCP SDK clients the tests drive the MCP door with: the Python SDK (`mcp`, in
-//! the venv `ONCERPC_PYTHON` names) and the TypeScript SDK (with the Node 22 and the
-//! conformance suite in `ONCERPC_CONFORMANCE_DIR`), both installed by `scripts/test.sh`. A
+//! the venv `ONCERPC_PYTHON` names), the TypeScript SDK (with the Node 22 and the
+//! conformance suite in `ONCERPC_CONFORMANCE_DIR`) and, for the stateless revision
+//! `2026-07-28`, the TypeScript SDK v2 client (`@modelcontextprotocol/client`, with the 0.2
+//! conformance suite in `ONCERPC_CONFORMANCE_2026_DIR`), all installed by `scripts/test.sh`. A
 //! client script prints one JSON summary of what it saw; missing, the test skips with a
 //! reason, or fails in CI.
 
@@ -39,6 +41,26 @@ pub fn node_dir() -> Option<PathBuf> {
         skip("the MCP conformance suite and TypeScript SDK (ONCERPC_CONFORMANCE_DIR)");
     }
     dir
+}
+
+/// The directory holding the 0.2 conformance suite (`2026-07-28`), the SDK v2 client and Node 22.
+pub fn node_dir_2026() -> Option<PathBuf> {
+    let dir = std::env::var_os("ONCERPC_CONFORMANCE_2026_DIR").map(PathBuf::from);
+    if dir.is_none() {
+        skip("the MCP conformance suite 0.2 and @modelcontextprotocol/client (ONCERPC_CONFORMANCE_2026_DIR)");
+    }
+    dir
+}
+
+/// `tests/clients/mcp_client_2026.mjs` (the SDK v2 client pinned to `2026-07-28`) under that
+/// Node, with `args`.
+pub fn typescript_2026(args: &[&str]) -> Option<Command> {
+    let dir = node_dir_2026()?;
+    let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client_2026.mjs"))
+        .args(args)
+        .env("NODE_PATH", dir.join("node_modules"));
+    Some(cmd)
 }
 
 /// `tests/clients/mcp_ts_client.mjs` under that Node, with `args`.

@@ -1,0 +1,83 @@
+//! `/mcp` in the stateless revision (`2026-07-28`): one POST is one request, answered on its
+//! own — no session, nothing kept between two requests, so any replica answers any of them.
+//!
+//! The headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and the tool's `Mcp-Param-*`
+//! are checked against the body by `oncerpc-mcp` ([`oncerpc_mcp::RequestHeaders`]). A request
+//! is answered `200` with `application/json` (or, when a call sends notifications while it
+//! runs and the client accepts them, `text/event-stream`, as in the session era); a
+//! notification `202`; a method this revision does not have `404` with `-32601`; a message
+//! refused whole (not JSON, a batch, `_meta` without the protocol version or client
+//! capabilities, a header that disagrees with the body, a version not served) `400` with its
+//! JSON-RPC error, counted in
+//! `oncerpc_mcp_refusals_total{reason}`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use oncerpc_mcp::RequestHeaders;
+use oncerpc_mcp::stateless::Status;
+
+use super::{VERSION_HEADER, refused};
+use crate::AppState;
+
+/// The method header.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// The name header (`tools/call`'s tool, `resources/read`'s URI).
+pub const NAME_HEADER: &str = "mcp-name";
+/// The prefix of the headers that mirror tool arguments (`x-mcp-header`).
+pub const PARAM_PREFIX: &str = "mcp-param-";
+
+pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, tenant: Arc<str>) -> Response {
+    // A call that sends notifications while it runs answers as server-sent events, if the
+    // client takes them; the first notification decides (crate::sse).
+    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    let outbox = crate::sse::accepted(headers).then_some(outbox);
+    let (state, owned) = (st.clone(), headers.clone());
+    let mut answering = Box::pin(async move {
+        let door = state.mcp.as_ref().expect("the MCP door is on");
+        let checked = request_headers(&owned);
+        door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
+    });
+    let answer = tokio::select! {
+        biased;
+        Some(first) = notes.recv() => {
+            let rest = async move { answering.await.body };
+            return crate::sse::streaming(first, notes, rest);
+        }
+        done = &mut answering => done,
+    };
+    if let Ok(first) = notes.try_recv() {
+        let rest = std::iter::from_fn(|| notes.try_recv().ok());
+        return crate::sse::at_once(std::iter::once(first).chain(rest).chain(answer.body));
+    }
+    let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    match (answer.status, answer.body) {
+        (Status::Refused(why), Some(body)) => {
+            let message = answer.message.unwrap_or_default();
+            refused(door, why.reason(), StatusCode::BAD_REQUEST, &message, body)
+        }
+        (Status::MethodNotFound, Some(body)) => crate::json_response(StatusCode::NOT_FOUND, body, None),
+        (_, Some(body)) => crate::json_response(StatusCode::OK, body, None),
+        (_, None) => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// The headers checked against the body, as received.
+fn request_headers(headers: &HeaderMap) -> RequestHeaders<'_> {
+    let raw = |name: &str| headers.get(name).map(|v| v.as_bytes());
+    RequestHeaders {
+        protocol_version: raw(VERSION_HEADER),
+        method: raw(METHOD_HEADER),
+        name: raw(NAME_HEADER),
+        params: headers
+            .iter()
+            .filter_map(|(name, value)| {
+                // Header names are lowercase here: matched case-insensitively.
+                let param = name.as_str().strip_prefix(PARAM_PREFIX)?;
+                Some((param.to_owned(), value.as_bytes()))
+            })
+            .collect(),
+    }
+}

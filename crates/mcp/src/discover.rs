@@ -1,0 +1,30 @@
+//! `server/discover` (`2026-07-28`): the revisions served, the capabilities and who the server
+//! is, in place of the session era's `initialize` — asked for at any time, by any client, of
+//! any replica.
+
+use serde_json::json;
+
+use crate::stateless::{LIST_TTL_MS, supported_versions};
+
+/// `_meta` member of the discover result naming the server.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// What a model is told about the tools: commands take a key, and a retry reuses it.
+pub const INSTRUCTIONS: &str = "Tools that change something are commands: pass an idempotency_key and \
+    reuse the same key when you retry the same call, so it runs once.";
+
+/// The `server/discover` result: every revision served (this one first), `tools` (no list
+/// changes: the registry is fixed while the process runs), the server's name and version,
+/// and caching hints. Resources, prompts, completions and logging are not offered.
+pub fn result() -> String {
+    json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        "capabilities": { "tools": {} },
+        "instructions": INSTRUCTIONS,
+        "ttlMs": LIST_TTL_MS,
+        "cacheScope": "public",
+        "_meta": { META_SERVER_INFO: { "name": "oncerpc", "version": env!("CARGO_PKG_VERSION") } },
+    })
+    .to_string()
+}

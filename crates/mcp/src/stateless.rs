@@ -1,0 +1,532 @@
+//! The stateless revision, `2026-07-28`: no handshake and no session. Every request carries
+//! its protocol version and the client's capabilities in `params._meta`, so any replica
+//! answers any request and nothing is kept between two of them.
+//!
+//! * **Era**: [`is_stateless`] picks it per message: a request whose `_meta` names a protocol
+//!   version, or (over HTTP) whose `MCP-Protocol-Version` header is not a session-era revision.
+//!   Everything else (`initialize`, messages of a session) is the session era's.
+//! * **Requests**: `server/discover` ([`discover`]), `tools/list` (with caching
+//!   hints: `ttlMs`, `cacheScope`) and `tools/call` — the same calls as the session era's
+//!   ([`call`]), keys, `new|duplicate` and `isError` results alike. Every result
+//!   carries `resultType: "complete"`. Any other method (`initialize`, `ping`,
+//!   `logging/setLevel`, resources, prompts, …) is `-32601`.
+//! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
+//!   (`-32600`), `_meta` without `io.modelcontextprotocol/protocolVersion` or
+//!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
+//!   (`-32020`, [`RequestHeaders`]), a version that is not served (`-32022`, with
+//!   `data.supported` and `data.requested`).
+//! * **Notifications** are accepted and never answered (`notifications/cancelled` stops a
+//!   running query, as in the session era).
+//! * **While a call runs**, progress (with `_meta.progressToken`) and a flow's steps as log
+//!   messages (only with `_meta["io.modelcontextprotocol/logLevel"]`) go to the transport's
+//!   outbox, as in the session era ([`notify`](crate::notify)).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use oncerpc_core::LogSafe;
+use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
+use serde_json::{Map, Value, json};
+
+use crate::{
+    McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, params_object, result_answer,
+};
+
+/// The stateless revisions served.
+pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
+/// `_meta` member of every stateless request: its protocol version.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` member of every stateless request: the client's capabilities for it.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` member of a stateless request: the least severe level it wants log messages of.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// How long a client may keep `server/discover` and `tools/list` results: the tools are the
+/// registry's, fixed while the process runs; a restart with another config may change them.
+pub const LIST_TTL_MS: u64 = 300_000;
+
+/// Every revision served, newest first (`server/discover`'s `supportedVersions`, and the
+/// `supported` list of `-32022`).
+pub fn supported_versions() -> Vec<&'static str> {
+    STATELESS_VERSIONS.iter().chain(SESSION_VERSIONS.iter()).copied().collect()
+}
+
+/// Whether a message is in the stateless era: its `params._meta` names a protocol version,
+/// or `version_header` (HTTP's `MCP-Protocol-Version`) is present and not a session-era
+/// revision. The caller has already set aside messages of a session (`Mcp-Session-Id`).
+pub fn is_stateless(body: &[u8], version_header: Option<&str>) -> bool {
+    if let Some(v) = version_header
+        && !SESSION_VERSIONS.contains(&v.trim())
+    {
+        return true;
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(message)) => message
+            .get("params")
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .is_some(),
+        _ => false,
+    }
+}
+
+/// The HTTP headers a stateless POST is checked against, as received (raw bytes: a value
+/// that is not visible ASCII is refused, not guessed at). Header names are matched
+/// case-insensitively by the transport; values are compared case-sensitively, without the
+/// surrounding spaces and tabs.
+#[derive(Debug, Default, Clone)]
+pub struct RequestHeaders<'a> {
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<&'a [u8]>,
+    /// `Mcp-Method`.
+    pub method: Option<&'a [u8]>,
+    /// `Mcp-Name`.
+    pub name: Option<&'a [u8]>,
+    /// `Mcp-Param-{Name}` headers: the `{Name}` part lowercased, and the value.
+    pub params: Vec<(String, &'a [u8])>,
+}
+
+/// Why a stateless message was refused before anything ran (the HTTP transport counts it in
+/// `oncerpc_mcp_refusals_total{reason}` and answers `400`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Not JSON, or not a JSON-RPC request (`-32700`, `-32600`).
+    Malformed,
+    /// A batch: the revision has none (`-32600`).
+    Batch,
+    /// `_meta` lacks the protocol version or the client capabilities (`-32602`).
+    Meta,
+    /// A header is missing, malformed or disagrees with the body (`-32020`).
+    HeaderMismatch,
+    /// The protocol version is not served (`-32022`).
+    Version,
+}
+
+impl Refusal {
+    /// The `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::Malformed => "malformed",
+            Refusal::Batch => "batch",
+            Refusal::Meta => "meta",
+            Refusal::HeaderMismatch => "header_mismatch",
+            Refusal::Version => "version",
+        }
+    }
+}
+
+/// How a stateless message was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// A result, or a JSON-RPC error of a request that was handled (HTTP `200`).
+    Answered,
+    /// A notification, or a call the client cancelled: nothing to send (HTTP `202`).
+    Accepted,
+    /// The method is not one of this revision's (`-32601`, HTTP `404`).
+    MethodNotFound,
+    /// Refused whole before anything ran (HTTP `400`).
+    Refused(Refusal),
+}
+
+/// What [`McpServer::stateless`] sends back.
+#[derive(Debug)]
+pub struct StatelessAnswer {
+    /// The answer's bytes; `None` for a notification.
+    pub body: Option<Vec<u8>>,
+    pub status: Status,
+    /// The refusal's message, for the transport's log line.
+    pub message: Option<String>,
+}
+
+struct Refused {
+    why: Refusal,
+    error: RpcError,
+}
+
+impl Refused {
+    fn new(why: Refusal, error: RpcError) -> Refused {
+        Refused { why, error }
+    }
+
+    fn header(message: String) -> Refused {
+        Refused::new(Refusal::HeaderMismatch, RpcError::with_message(ErrorCode::HeaderMismatch, message))
+    }
+
+    fn meta(message: &'static str) -> Refused {
+        Refused::new(Refusal::Meta, RpcError::invalid_params(message))
+    }
+}
+
+impl McpServer {
+    /// Answer one message of the stateless era for `tenant`. `headers`: the HTTP headers to
+    /// check against the body (`None` on stdio, which has none).
+    pub async fn stateless(
+        &self,
+        body: &[u8],
+        tenant: Arc<str>,
+        headers: Option<&RequestHeaders<'_>>,
+    ) -> StatelessAnswer {
+        self.stateless_with(body, tenant, headers, None).await
+    }
+
+    /// [`stateless`](Self::stateless), sending the notifications of a call while it runs to
+    /// `outbox`: progress when the call's `_meta` has a `progressToken`, a flow's steps as log
+    /// messages when it has `io.modelcontextprotocol/logLevel` (none without it).
+    pub async fn stateless_with(
+        &self,
+        body: &[u8],
+        tenant: Arc<str>,
+        headers: Option<&RequestHeaders<'_>>,
+        outbox: Option<Outbox>,
+    ) -> StatelessAnswer {
+        let refused = |id: Option<Id<'_>>, r: Refused| {
+            self.metrics.request("other", "refused");
+            StatelessAnswer {
+                body: Some(error_answer(id, &r.error)),
+                status: Status::Refused(r.why),
+                message: Some(r.error.message.into_owned()),
+            }
+        };
+        let message = match oncerpc_protocol::parse(body) {
+            Ok(m) => m,
+            Err(e) => return refused(None, Refused::new(Refusal::Malformed, e)),
+        };
+        let entry = match message {
+            Message::Single(entry) => entry,
+            Message::Batch(_) => {
+                let e = RpcError::invalid_request(
+                    "batches are not part of 2026-07-28: send one request per message",
+                );
+                return refused(None, Refused::new(Refusal::Batch, e));
+            }
+        };
+        let req = match entry {
+            Entry::Valid(req) => req,
+            Entry::Invalid { id, error } => return refused(id, Refused::new(Refusal::Malformed, error)),
+        };
+        let mut session = Session::new(tenant.clone());
+        session.version = Some(STATELESS_VERSIONS[0]);
+        let Some(id) = req.id else {
+            // Notifications (cancelled, on stdio): nothing to answer. A cancelled query stops;
+            // a cancelled command runs on and stores its outcome, which the retry gets.
+            let stopped = req.method == "notifications/cancelled" && self.cancel(&req, &session);
+            self.metrics.request(&req.method, "notification");
+            tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, stopped, "MCP notification (2026-07-28)");
+            return StatelessAnswer { body: None, status: Status::Accepted, message: None };
+        };
+        let params = match checked(&req, headers) {
+            Ok(p) => p,
+            Err(r) => return refused(Some(id), r),
+        };
+        if let Err(r) = self.param_headers(&req, &params, headers) {
+            return refused(Some(id), r);
+        }
+        // The request's own log level (none: no log messages), never one kept from before.
+        session.log_level = params
+            .get("_meta")
+            .and_then(|m| m.get(META_LOG_LEVEL))
+            .and_then(Value::as_str)
+            .filter(|l| crate::notify::LEVELS.contains(l))
+            .map(str::to_owned);
+        let mut tool_error = false;
+        let answer: Result<String, RpcError> = match &*req.method {
+            "server/discover" => Ok(discover::result()),
+            "tools/list" => {
+                crate::cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(|page| cacheable(&page))
+            }
+            "tools/call" => {
+                let calling = call::call(
+                    &self.dispatcher,
+                    &self.tools,
+                    &req,
+                    id,
+                    &session,
+                    outbox.as_ref(),
+                    &self.inflight,
+                );
+                match calling.await {
+                    Ok(Some((r, e))) => {
+                        tool_error = e;
+                        Ok(complete(&r))
+                    }
+                    // Cancelled by the client (stdio's notifications/cancelled): no answer.
+                    Ok(None) => {
+                        self.metrics.request(&req.method, "cancelled");
+                        tracing::info!(tenant = %tenant, "MCP call cancelled by the client (2026-07-28)");
+                        return StatelessAnswer { body: None, status: Status::Accepted, message: None };
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            _ => Err(RpcError::method_not_found()),
+        };
+        let outcome = match (&answer, tool_error) {
+            (Err(_), _) => "error",
+            (Ok(_), true) => "tool_error",
+            (Ok(_), false) => "ok",
+        };
+        self.metrics.request(&req.method, outcome);
+        if &*req.method != "tools/call" || answer.is_err() {
+            tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, outcome, "MCP message (2026-07-28)");
+        }
+        match answer {
+            Ok(result) => StatelessAnswer {
+                body: Some(result_answer(id, &result)),
+                status: Status::Answered,
+                message: None,
+            },
+            Err(e) => {
+                let status = if e.code == ErrorCode::MethodNotFound {
+                    Status::MethodNotFound
+                } else {
+                    Status::Answered
+                };
+                StatelessAnswer { body: Some(error_answer(Some(id), &e)), status, message: None }
+            }
+        }
+    }
+
+    /// `Mcp-Param-{Name}` headers of a `tools/call` over HTTP: every argument the tool's
+    /// `inputSchema` marks with `x-mcp-header` and the call gives must come as its header,
+    /// with the same value (Base64 sentinel `=?base64?…?=` decoded first).
+    fn param_headers(
+        &self,
+        req: &Request<'_>,
+        params: &Map<String, Value>,
+        headers: Option<&RequestHeaders<'_>>,
+    ) -> Result<(), Refused> {
+        let Some(headers) = headers else { return Ok(()) };
+        if req.method != "tools/call" {
+            return Ok(());
+        }
+        let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| self.tools.get(n)) else {
+            return Ok(());
+        };
+        let arguments = params.get("arguments").unwrap_or(&Value::Null);
+        for (header, path) in header_params(&tool.json["inputSchema"]) {
+            let lower = header.to_ascii_lowercase();
+            let sent = headers.params.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v);
+            let given = path.iter().try_fold(arguments, |v, key| v.get(key)).filter(|v| !v.is_null());
+            let shown = LogSafe(&header);
+            let malformed = || Refused::header(format!("Header mismatch: Mcp-Param-{shown} is malformed"));
+            match (given, sent) {
+                // Not in the call: not expected, but one sent must still be a valid value.
+                (None, Some(raw)) if header_text(raw).and_then(decoded).is_none() => return Err(malformed()),
+                (None, _) => {}
+                (Some(_), None) => {
+                    return Err(Refused::header(format!("Header mismatch: Mcp-Param-{shown} is required")));
+                }
+                (Some(value), Some(raw)) => {
+                    let text = header_text(raw).and_then(decoded).ok_or_else(malformed)?;
+                    if !same_value(&text, value) {
+                        return Err(Refused::header(format!(
+                            "Header mismatch: Mcp-Param-{shown} does not match the argument"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A stateless request's params, once `_meta` and the HTTP headers are checked: `_meta`
+/// first (`-32602`), then the headers against the body (`-32020`), then the version
+/// (`-32022`).
+fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Map<String, Value>, Refused> {
+    const NEEDED: &str = "params._meta must carry io.modelcontextprotocol/protocolVersion (a string) and \
+        io.modelcontextprotocol/clientCapabilities (an object) on every 2026-07-28 request";
+    let params = params_object(req).map_err(|e| Refused::new(Refusal::Meta, e))?;
+    let meta = params.get("_meta").and_then(Value::as_object).ok_or_else(|| Refused::meta(NEEDED))?;
+    let version =
+        meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str).ok_or_else(|| Refused::meta(NEEDED))?;
+    if !meta.get(META_CLIENT_CAPABILITIES).is_some_and(Value::is_object) {
+        return Err(Refused::meta(NEEDED));
+    }
+    if let Some(h) = headers {
+        let must_match = |header: &str, sent: Option<&[u8]>, body: &str| match sent.map(header_text) {
+            None => Err(Refused::header(format!("Header mismatch: {header} is required"))),
+            Some(None) => Err(Refused::header(format!("Header mismatch: {header} has invalid characters"))),
+            Some(Some(v)) if v == body => Ok(()),
+            Some(Some(v)) => Err(Refused::header(format!(
+                "Header mismatch: {header} header value '{}' does not match body value '{}'",
+                LogSafe(v),
+                LogSafe(body)
+            ))),
+        };
+        must_match("MCP-Protocol-Version", h.protocol_version, version)?;
+        must_match("Mcp-Method", h.method, &req.method)?;
+        let source = match &*req.method {
+            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            "resources/read" => params.get("uri").and_then(Value::as_str),
+            _ => None,
+        };
+        if let Some(body) = source {
+            let sent = h.name.map(|raw| header_text(raw).and_then(decoded));
+            match sent {
+                None => return Err(Refused::header("Header mismatch: Mcp-Name is required".into())),
+                Some(None) => return Err(Refused::header("Header mismatch: Mcp-Name is malformed".into())),
+                Some(Some(v)) if v == body => {}
+                Some(Some(v)) => {
+                    return Err(Refused::header(format!(
+                        "Header mismatch: Mcp-Name header value '{}' does not match body value '{}'",
+                        LogSafe(&v),
+                        LogSafe(body)
+                    )));
+                }
+            }
+        }
+    }
+    if !STATELESS_VERSIONS.contains(&version) {
+        let hint = if SESSION_VERSIONS.contains(&version) {
+            format!(" ({version} is served with initialize and Mcp-Session-Id)")
+        } else {
+            String::new()
+        };
+        let e = RpcError::with_message(
+            ErrorCode::UnsupportedProtocolVersion,
+            format!("Unsupported protocol version{hint}"),
+        )
+        .data(json!({ "supported": supported_versions(), "requested": version }));
+        return Err(Refused::new(Refusal::Version, e));
+    }
+    Ok(params)
+}
+
+/// A header value without its surrounding spaces and tabs; `None` when it has characters a
+/// header value may not (anything but visible ASCII, space and tab).
+fn header_text(raw: &[u8]) -> Option<&str> {
+    if !raw.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok().map(|s| s.trim_matches([' ', '\t']))
+}
+
+/// A header value with the Base64 sentinel (`=?base64?…?=`) decoded; `None` when the Base64
+/// or its UTF-8 is invalid. A value without the whole sentinel is taken literally.
+fn decoded(text: &str) -> Option<Cow<'_, str>> {
+    match text.strip_prefix("=?base64?").and_then(|t| t.strip_suffix("?=")) {
+        Some(encoded) => {
+            STANDARD.decode(encoded).ok().and_then(|b| String::from_utf8(b).ok()).map(Cow::Owned)
+        }
+        None => Some(Cow::Borrowed(text)),
+    }
+}
+
+/// Whether a header's text is the argument's value: a string as is, an integer as its
+/// decimal (compared as a number), a boolean as `true`/`false`.
+fn same_value(text: &str, value: &Value) -> bool {
+    match value {
+        Value::String(s) => text == s,
+        Value::Bool(b) => text == if *b { "true" } else { "false" },
+        Value::Number(n) => match (text.parse::<f64>(), n.as_f64()) {
+            (Ok(h), Some(b)) => h == b,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// The `x-mcp-header` annotations of an input schema: the header's `{Name}` and the argument's
+/// path, for properties reached through `properties` only (the revision's rule).
+fn header_params(schema: &Value) -> Vec<(String, Vec<String>)> {
+    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+        for (key, prop) in props {
+            path.push(key.clone());
+            if let Some(name) = prop.get("x-mcp-header").and_then(Value::as_str) {
+                out.push((name.to_owned(), path.clone()));
+            }
+            if path.len() < 16 {
+                walk(prop, path, out);
+            }
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut Vec::new(), &mut out);
+    out
+}
+
+/// A result of this revision: `resultType: "complete"` first, then the result's own members
+/// (kept byte for byte: a duplicate's content is the stored result).
+pub(crate) fn complete(result: &str) -> String {
+    match result.trim_start().strip_prefix('{') {
+        Some(rest) if rest.trim_start().starts_with('}') => r#"{"resultType":"complete"}"#.to_owned(),
+        Some(rest) => format!(r#"{{"resultType":"complete",{rest}"#),
+        None => result.to_owned(),
+    }
+}
+
+/// A cacheable result (`tools/list`): `resultType`, and the caching hints `ttlMs` and
+/// `cacheScope` (`public`: every tenant sees the same tools).
+fn cacheable(result: &str) -> String {
+    let hints = format!(r#""ttlMs":{LIST_TTL_MS},"cacheScope":"public","#);
+    let completed = complete(result);
+    match completed.strip_prefix('{') {
+        Some(rest) => format!("{{{hints}{rest}"),
+        None => completed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_era_is_read_from_meta_or_the_version_header() {
+        let modern = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        let legacy =
+            br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#;
+        assert!(is_stateless(modern, None));
+        assert!(!is_stateless(legacy, None));
+        assert!(!is_stateless(legacy, Some("2025-06-18")));
+        assert!(is_stateless(legacy, Some("2026-07-28")));
+        assert!(is_stateless(b"not json", Some("v999")));
+        assert!(!is_stateless(b"not json", None));
+        assert!(!is_stateless(b"[1,2]", None));
+    }
+
+    #[test]
+    fn results_get_their_result_type_and_lists_their_hints() {
+        assert_eq!(complete("{}"), r#"{"resultType":"complete"}"#);
+        assert_eq!(complete(r#"{"a":1}"#), r#"{"resultType":"complete","a":1}"#);
+        let list: Value = serde_json::from_str(&cacheable(r#"{"tools":[]}"#)).unwrap();
+        assert_eq!(
+            list,
+            json!({"resultType":"complete","ttlMs":LIST_TTL_MS,"cacheScope":"public","tools":[]})
+        );
+    }
+
+    #[test]
+    fn header_values_are_trimmed_checked_and_decoded() {
+        assert_eq!(header_text(b"  tools/call\t"), Some("tools/call"));
+        assert_eq!(header_text("caf\u{e9}".as_bytes()), None);
+        assert_eq!(header_text(b"a\nb"), None);
+        assert_eq!(decoded("=?base64?SGVsbG8=?=").as_deref(), Some("Hello"));
+        assert_eq!(decoded("=?base64?SGVsbG8?="), None, "padding is required");
+        assert_eq!(decoded("=?base64?SGVs!!!bG8=?="), None);
+        assert_eq!(decoded("=?base64?SGVsbG8=").as_deref(), Some("=?base64?SGVsbG8="), "no suffix: literal");
+        assert!(same_value("42.0", &json!(42)));
+        assert!(same_value("true", &json!(true)));
+        assert!(!same_value("x", &json!(null)));
+    }
+
+    #[test]
+    fn x_mcp_header_annotations_are_found_through_properties_only() {
+        let schema = json!({"type":"object","properties":{
+            "region":{"type":"string","x-mcp-header":"Region"},
+            "nested":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},
+            "list":{"type":"array","items":{"properties":{"x":{"x-mcp-header":"X"}}}}}});
+        let mut found = header_params(&schema);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                ("Region".into(), vec!["region".into()]),
+                ("Zone".into(), vec!["nested".into(), "zone".into()])
+            ]
+        );
+    }
+}
