@@ -286,6 +286,21 @@ impl McpServer {
         };
         self.inflight.cancel(&session.tenant, session.id.as_deref().unwrap_or(""), &id.to_string())
     }
+
+    /// A message read while another is being answered, handled at once when it has to be:
+    /// `notifications/cancelled`, which must reach the call it names while that call runs
+    /// (stdio reads ahead; HTTP needs nothing of this, every POST is answered on its own).
+    /// Whether it was handled; if not, it waits its turn.
+    pub fn urgent(&self, body: &[u8], session: &Session) -> bool {
+        let Ok(Message::Single(Entry::Valid(req))) = oncerpc_protocol::parse(body) else { return false };
+        if req.method != "notifications/cancelled" || req.id.is_some() {
+            return false;
+        }
+        let stopped = self.cancel(&req, session);
+        self.metrics.request(&req.method, "notification");
+        tracing::info!(mcp_method = "notifications/cancelled", tenant = %session.tenant, stopped, "MCP notification");
+        true
+    }
 }
 
 /// Whether `body` is one `initialize` request (the message that opens a session).

@@ -24,6 +24,8 @@ where
     W: AsyncWrite + Unpin,
 {
     let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
+    // One process is one session: a cancellation names a request of this pipe.
+    let scope = Session::new(oncerpc_core::DEFAULT_TENANT);
     oncerpc_stdio::serve(
         async |body: &[u8], outbox: &Outbox| {
             // A message whose _meta names its protocol version is 2026-07-28's (stateless).
@@ -35,6 +37,7 @@ where
             }
             server.answer_with(body, &mut session, Some(outbox.clone())).await.body
         },
+        |body: &[u8]| server.urgent(body, &scope),
         input,
         output,
         max_body,

@@ -52,6 +52,16 @@ fn server(mode: Mode) -> (McpServer, Arc<Dispatcher>, Arc<AtomicUsize>) {
             }),
         )
         .unwrap();
+    registry
+        .register(
+            "slow",
+            MethodSpec::query(),
+            typed(|_c: Context, _: Value| async move {
+                tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+                Ok::<_, RpcError>("late")
+            }),
+        )
+        .unwrap();
     let mut config = DispatcherConfig::default();
     config.idempotency.mode = mode;
     let d = Arc::new(Dispatcher::with_store(registry, config, Arc::new(MemoryStore::default())));
@@ -328,4 +338,31 @@ async fn derive_key_makes_an_identical_keyless_call_within_the_window_a_duplicat
     .unwrap();
     assert_eq!((status(&keyed), key(&keyed)), ("new".into(), "mine-1".into()));
     assert_eq!(runs.load(Ordering::SeqCst), 4, "a@x.io twice (two windows apart), b@x.io, and mine-1");
+}
+
+#[tokio::test]
+async fn over_stdio_a_cancellation_read_while_its_query_runs_stops_it() {
+    let (s, _, _) = server(Mode::Dev);
+    let lines = [
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        call(5, "slow", json!({}), None),
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user"}}),
+        call(6, "add", json!({"a":1,"b":2}), None),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut output = Vec::new();
+    let started = std::time::Instant::now();
+    oncerpc_mcp::stdio::run(&s, input.as_bytes(), &mut output, 1 << 20, std::future::pending())
+        .await
+        .unwrap();
+    let out: Vec<Value> = output
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    let ids: Vec<&Value> = out.iter().map(|m| &m["id"]).collect();
+    assert_eq!(ids, [&json!(0), &json!(6)], "the cancelled query gets no answer: {out:#?}");
+    assert_eq!(out[1]["result"]["structuredContent"], json!({"result": 3}));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "the query did not run to its end");
 }

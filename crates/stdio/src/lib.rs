@@ -4,7 +4,7 @@
 //! behind framed JSON-RPC on stdin/stdout ([`framing`]).
 //!
 //! * Only protocol frames are written to the output; logs go to stderr.
-//! * Sequential: a request is answered (and flushed) before the next is read, so answers
+//! * Sequential: a request is answered (and flushed) before the next is handled, so answers
 //!   come in request order. Notifications are never answered (but the fail-fast policy
 //!   still answers a refused one with `-32600`, `id: null`).
 //! * EOF, SIGTERM or SIGINT: the request in hand is finished, the output flushed, and
@@ -31,7 +31,9 @@
 
 pub mod framing;
 
+use std::collections::VecDeque;
 use std::future::Future;
+use std::pin::Pin;
 
 use oncerpc_core::{Dispatcher, RequestMeta};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -63,6 +65,7 @@ where
     let meta = RequestMeta::default();
     serve(
         async |body: &[u8], _: &Outbox| dispatcher.handle(body, &meta).await.body,
+        |_: &[u8]| false,
         input,
         output,
         max_body,
@@ -75,11 +78,42 @@ where
 /// notifications): each is written, framed, as soon as it is sent, before the answer.
 pub type Outbox = mpsc::UnboundedSender<Vec<u8>>;
 
+/// Frames read ahead while a message is being answered, at most; past it reading waits.
+const READ_AHEAD: usize = 64;
+
+/// A frame read, and the framing of the input (known once its first byte was seen).
+type Read = (Result<Frame, ReadError>, Framing);
+
+/// A read in progress: it owns the reader until the frame is in, and gives it back.
+type Reading<'r, R> = Pin<Box<dyn Future<Output = (FrameReader<R>, Read)> + 'r>>;
+
+/// The read in progress, started when there is none: it is kept across answers, so a frame
+/// half read is never lost.
+fn reading<'a, 'r, R: AsyncRead + Unpin + 'r>(
+    idle: &mut Option<FrameReader<R>>,
+    reading: &'a mut Option<Reading<'r, R>>,
+) -> &'a mut Reading<'r, R> {
+    reading.get_or_insert_with(|| {
+        let mut reader = idle.take().expect("the reader is idle when no read is in progress");
+        Box::pin(async move {
+            let frame = reader.next().await;
+            let framing = reader.framing().unwrap_or(Framing::Ndjson);
+            (reader, (frame, framing))
+        })
+    })
+}
+
 /// The loop of [`run`] with another protocol behind it: `answer` gets each message's bytes
 /// and returns what to send back (`None`: nothing); what it sends to the [`Outbox`] while it
 /// runs is written first. The MCP door's stdio transport is this loop over its own server.
+///
+/// Messages are answered one at a time, in order. While one is being answered the next ones
+/// are read ahead (up to a bound) and each is shown to `urgent`: one it takes (the MCP door's
+/// `notifications/cancelled`, which must reach the call it names while that call runs) is
+/// handled there and then; the others wait their turn.
 pub async fn serve<R, W>(
     mut answer: impl AsyncFnMut(&[u8], &Outbox) -> Option<Vec<u8>>,
+    mut urgent: impl FnMut(&[u8]) -> bool,
     input: R,
     mut output: W,
     max_body: usize,
@@ -89,28 +123,41 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut reader = FrameReader::new(input, max_body);
+    let mut idle = Some(FrameReader::new(input, max_body));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut out = Vec::with_capacity(4096);
     let (outbox, mut sent) = mpsc::unbounded_channel::<Vec<u8>>();
+    let mut in_progress: Option<Reading<'_, R>> = None;
+    let mut pending: VecDeque<Read> = VecDeque::new();
+    // EOF or unframeable input was read (and queued): nothing more to read.
+    let mut ended = false;
     loop {
-        // Waiting for input is the only place a signal interrupts; a request in hand is
-        // always finished and answered first.
-        let frame = tokio::select! {
-            biased;
-            frame = reader.next() => frame,
-            () = &mut shutdown => {
-                tracing::info!("shutdown signal: exiting after the last answer");
-                output.flush().await?;
-                return Ok(Exit::Clean);
-            }
+        let (frame, framing) = match pending.pop_front() {
+            Some(next) => next,
+            // Waiting for input is the only place a signal interrupts; a request in hand is
+            // always finished and answered first.
+            None => tokio::select! {
+                biased;
+                (reader, next) = reading(&mut idle, &mut in_progress) => {
+                    (idle, in_progress) = (Some(reader), None);
+                    next
+                }
+                () = &mut shutdown => {
+                    tracing::info!("shutdown signal: exiting after the last answer");
+                    output.flush().await?;
+                    return Ok(Exit::Clean);
+                }
+            },
         };
-        let framing = reader.framing().unwrap_or(Framing::Ndjson);
+        if frame.is_err() {
+            ended = true;
+        }
         out.clear();
         match frame {
             Ok(Frame::Message(body)) => {
                 let mut answering = std::pin::pin!(answer(&body, &outbox));
                 let answered = loop {
+                    let read_ahead = !ended && pending.len() < READ_AHEAD;
                     tokio::select! {
                         biased;
                         Some(early) = sent.recv() => {
@@ -120,6 +167,16 @@ where
                             out.clear();
                         }
                         answered = &mut answering => break answered,
+                        (reader, next) = reading(&mut idle, &mut in_progress), if read_ahead => {
+                            (idle, in_progress) = (Some(reader), None);
+                            match next {
+                                (Ok(Frame::Message(b)), _) if urgent(&b) => {}
+                                next => {
+                                    ended |= next.0.is_err();
+                                    pending.push_back(next);
+                                }
+                            }
+                        }
                     }
                 };
                 while let Ok(early) = sent.try_recv() {
