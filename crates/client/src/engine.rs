@@ -44,7 +44,7 @@ where
             attempt = attempts,
             wait_ms = wait.as_millis() as u64,
             error = %failed.error,
-            "retrying with the same key"
+            "retrying"
         );
         tokio::time::sleep(wait).await;
     }
