@@ -98,6 +98,6 @@ pub use client::{Client, ClientBuilder};
 pub use error::{Error, RpcFailure};
 pub use flows::{Event, EventPage, EventStatus, EventsQuery, Flow, Submitted};
 pub use key::new_key;
-pub use oncerpc_protocol::{ErrorCode, KeyFormatError, check_key};
+pub use oncerpc_protocol::{ErrorCode, KeyFormatError, RawValue, check_key};
 pub use outcome::{IdempotencyStatus, Outcome};
 pub use retry::RetryPolicy;
