@@ -330,6 +330,7 @@ fn the_call_and_flow_subcommands_print_results_and_exit_with_the_outcome() {
 
 mod property {
     use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
 
     use super::*;
 
@@ -338,44 +339,30 @@ mod property {
             Just(Fault::DropRequest),
             Just(Fault::DropResponse),
             Just(Fault::Unavailable),
+            // Up to past the attempt timeout (500 ms): the attempt times out and is retried
+            // while the delayed request may still reach the gateway.
             (0u64..800).prop_map(|ms| Fault::Delay(Duration::from_millis(ms))),
         ]
     }
 
-    /// One gateway and one proxy for every case; each case a new key and a new schedule.
-    struct Rig {
-        rt: tokio::runtime::Runtime,
-        gw: Gateway,
-        proxy: FaultProxy,
-    }
-
-    fn rig() -> &'static Rig {
-        static RIG: std::sync::OnceLock<Rig> = std::sync::OnceLock::new();
-        RIG.get_or_init(|| {
-            let rt =
-                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-            let gw = memory_gateway();
-            let proxy = rt.block_on(FaultProxy::start(gw.addr));
-            Rig { rt, gw, proxy }
-        })
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
-
-        /// Whatever happens to requests and answers on the way, a command whose deadline was
-        /// not reached ends with exactly one execution, and its answer is that execution's.
-        #[test]
-        fn a_command_runs_exactly_once_over_random_fault_schedules(
-            faults in proptest::collection::vec(fault(), 0..5),
-            by in 1i64..1000,
-        ) {
-            let rig = rig();
-            rig.rt.block_on(async {
-                rig.proxy.reset();
-                rig.proxy.schedule(faults.clone());
-                let before = total(&rig.gw).await;
-                let c = Client::http(rig.proxy.url())
+    /// Whatever happens to requests and answers on the way, a command whose deadline was not
+    /// reached ends with exactly one execution, and its answer is that execution's. One
+    /// gateway and one proxy for every case (a local, so the gateway is stopped at the end);
+    /// each case a new key and a new schedule.
+    #[test]
+    fn a_command_runs_exactly_once_over_random_fault_schedules() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let gw = memory_gateway();
+        let proxy = rt.block_on(FaultProxy::start(gw.addr));
+        let mut runner =
+            TestRunner::new(Config { cases: 24, failure_persistence: None, ..Config::default() });
+        let cases = (proptest::collection::vec(fault(), 0..5), 1i64..1000);
+        let result = runner.run(&cases, |(faults, by)| {
+            rt.block_on(async {
+                proxy.reset();
+                proxy.schedule(faults.clone());
+                let before = total(&gw).await;
+                let c = Client::http(proxy.url())
                     .deadline(Duration::from_secs(30))
                     .attempt_timeout(Duration::from_millis(500))
                     .backoff(Duration::from_millis(10), Duration::from_millis(200))
@@ -384,12 +371,16 @@ mod property {
                 let key = common::process::unique("prop");
                 let outcome = c.command::<Value>("counter.increment", json!({"by": by})).key(&key).await;
                 let outcome = outcome.unwrap_or_else(|e| panic!("{faults:?}: {e}"));
-                let after = total(&rig.gw).await;
+                let after = total(&gw).await;
                 assert_eq!(after - before, by, "exactly one execution under {faults:?}");
                 assert_eq!(outcome.result, json!({"total": after}), "{faults:?}");
-                let seen = rig.proxy.seen();
+                let seen = proxy.seen();
                 assert!(seen.iter().all(|s| s.key.as_deref() == Some(key.as_str())), "{seen:?}");
             });
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{e}");
         }
     }
 }
