@@ -207,7 +207,9 @@ impl Flow {
         }
         let safety = if key.is_some() { Safety::KeyedCommand } else { Safety::KeylessCommand };
         let body = params.map(|p| p.to_string().into_bytes()).unwrap_or_default();
-        let mut headers = Vec::new();
+        // One correlation id for every attempt (the door takes it from this header), as the
+        // JSON-RPC id is on `/rpc`.
+        let mut headers = vec![("x-correlation-id", crate::key::new_key())];
         if let Some(k) = &key {
             headers.push(("x-idempotency-key", k.clone()));
         }

@@ -88,6 +88,8 @@ async fn a_lost_answer_is_retried_and_answered_as_a_duplicate_with_the_same_resu
     let c = client(&proxy.url(), Duration::from_secs(20));
     let outcome =
         c.command::<Value>("counter.increment", json!({"by": 3})).key("lost-answer-1").await.expect("ok");
+    let cid = outcome.correlation_id.as_deref().expect("X-Correlation-Id");
+    assert_eq!(uuid_version(cid), Some(7), "the call's id is the correlation id: {cid}");
     assert_eq!(outcome.status, Some(IdempotencyStatus::Duplicate));
     assert_eq!(outcome.attempts, 2);
     assert_eq!(outcome.result, json!({"total": before + 3}), "the first execution's result");
@@ -248,6 +250,8 @@ async fn flows_are_submitted_waited_for_and_called() {
 
     let sync = c.flow("orders.create", json!({"amount": 2})).key("flow-2").call::<Value>().await.unwrap();
     assert_eq!(sync.status, Some(IdempotencyStatus::New));
+    let cid = sync.correlation_id.as_deref().expect("X-Correlation-Id");
+    assert_eq!(uuid_version(cid), Some(7), "the client's own correlation id: {cid}");
     let dup = c.flow("orders.create", json!({"amount": 2})).key("flow-2").call::<Value>().await.unwrap();
     assert_eq!((dup.status, &dup.result), (Some(IdempotencyStatus::Duplicate), &sync.result));
     assert_eq!(up.count("charge"), 2, "one call per key");
@@ -256,6 +260,12 @@ async fn flows_are_submitted_waited_for_and_called() {
     assert_eq!(err.code(), Some(ErrorCode::KeyReused), "{err}");
     let err = c.retry_event(&first.event_id).await.unwrap_err();
     assert_eq!(err.rpc().and_then(|f| f.http_status), Some(409), "{err}");
+}
+
+/// The version of a UUID's text, if it is one.
+fn uuid_version(text: &str) -> Option<u8> {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    (hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())).then(|| hex.as_bytes()[12] - b'0')
 }
 
 #[tokio::test]
