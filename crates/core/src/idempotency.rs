@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use oncerpc_protocol::{RawValue, RpcError};
+use oncerpc_protocol::{KeyFormatError, RawValue, RpcError};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -53,22 +53,16 @@ impl Default for IdempotencyConfig {
     }
 }
 
-pub const MSG_INVALID_CHARS: &str = "invalid idempotency key: invalid characters";
-pub const MSG_INVALID_LENGTH: &str =
-    "invalid idempotency key: key length must be between 3 and 128 characters";
+pub const MSG_INVALID_CHARS: &str = KeyFormatError::InvalidCharacters.message();
+pub const MSG_INVALID_LENGTH: &str = KeyFormatError::InvalidLength.message();
 pub const MSG_KEY_REQUIRED: &str = "idempotency_key is required for commands";
 pub const MSG_KEY_CONFLICT: &str =
     "invalid idempotency key: params.idempotency_key and the idempotency key header differ";
 
 /// SPEC §3 key format: 3–128 characters of `A–Z a–z 0–9 - _ .`.
+/// The rule itself is `oncerpc_protocol::check_key`, which clients share.
 pub fn validate_key(key: &str) -> Result<(), RpcError> {
-    if !key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
-        return Err(RpcError::invalid_params(MSG_INVALID_CHARS));
-    }
-    if !(3..=128).contains(&key.len()) {
-        return Err(RpcError::invalid_params(MSG_INVALID_LENGTH));
-    }
-    Ok(())
+    oncerpc_protocol::check_key(key).map_err(|e| RpcError::invalid_params(e.message()))
 }
 
 /// The idempotency-related parts of a command's params.

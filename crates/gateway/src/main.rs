@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod client_cli;
+
 /// mimalloc instead of glibc malloc: the request path allocates small, short-lived buffers,
 /// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
 #[global_allocator]
@@ -33,6 +35,12 @@ enum Command {
     /// Serve the registry as MCP tools on stdin/stdout (newline-delimited JSON), for desktop
     /// hosts that start a server as a command. Logs go to stderr.
     Mcp(StdioArgs),
+    /// Call a method of a running gateway: the result on stdout, the status and key on
+    /// stderr. A command with a key (--key, --auto-key) is retried with that same key.
+    Call(client_cli::CallArgs),
+    /// Submit a flow to a running gateway (the event id on stdout), wait for it (--wait),
+    /// or call it synchronously (--sync).
+    Flow(client_cli::FlowArgs),
     /// Validate a config file and print what it would serve.
     CheckConfig {
         /// The TOML file to check.
@@ -139,6 +147,8 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "oncerpc", &mut std::io::stdout());
             ExitCode::SUCCESS
         }
+        Command::Call(args) => client_cli::call(args),
+        Command::Flow(args) => client_cli::flow(args),
         Command::Manpage => manpage(),
     }
 }

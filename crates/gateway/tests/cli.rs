@@ -29,7 +29,7 @@ fn completions_for_each_shell_complete_the_subcommands() {
         assert!(out.status.success(), "{shell}: {out:?}");
         let script = text(&out.stdout);
         assert!(script.contains(marker), "{shell}: no `{marker}` in:\n{script}");
-        for word in ["serve", "stdio", "check-config", "listen"] {
+        for word in ["serve", "stdio", "check-config", "listen", "call", "flow", "auto-key"] {
             assert!(script.contains(word), "{shell}: `{word}` is not completed:\n{script}");
         }
     }
@@ -50,7 +50,7 @@ fn the_man_page_is_roff_generated_from_the_command_line() {
     let roff = text(&out.stdout);
     assert!(roff.contains(".TH oncerpc 1"), "no .TH header:\n{roff}");
     assert!(roff.contains(env!("CARGO_PKG_VERSION")), "no version:\n{roff}");
-    for word in ["serve", "stdio", "check\\-config", "completions"] {
+    for word in ["serve", "stdio", "check\\-config", "completions", "call", "flow"] {
         assert!(roff.contains(word), "the man page does not mention `{word}`:\n{roff}");
     }
     // Rendered by man(1) when it is installed, as `man -l` would show it.
@@ -111,4 +111,24 @@ fn a_missing_config_file_is_named() {
         let err = text(&out.stderr);
         assert!(err.contains(&format!("cannot read {missing}")), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn call_refuses_bad_input_before_sending_anything() {
+    // Nothing listens on port 9 of loopback: a refusal that needed the network would be exit 3.
+    for (args, needle) in [
+        (
+            &["call", "--url", "http://127.0.0.1:9", "counter.increment", "{}", "--key", "a b"][..],
+            "invalid characters",
+        ),
+        (&["call", "--url", "http://127.0.0.1:9", "sum", "[1,"][..], "not JSON"),
+        (&["call", "--url", "ftp://127.0.0.1:9", "sum"][..], "scheme"),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(text(&out.stderr).contains(needle), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty());
+    }
+    let out = run(&["call", "sum", "--key", "k-1", "--auto-key"]);
+    assert_eq!(out.status.code(), Some(2), "--key and --auto-key conflict: {out:?}");
 }

@@ -6,6 +6,7 @@
 //!   ids and params stay `&RawValue` slices so ids are echoed byte for byte.
 //! * [`write_result`] / [`write_error`] serialise responses without re-encoding ids.
 //! * [`ErrorCode`] / [`RpcError`] hold the whole error-code table of SPEC §8.
+//! * [`check_key`] is the idempotency key's format (SPEC §3), shared by server and client.
 //!
 //! ```
 //! use oncerpc_protocol::{Entry, Message, RawValue, parse, write_error, write_result};
@@ -28,10 +29,12 @@
 //! ```
 
 mod error;
+mod key;
 mod request;
 mod response;
 
 pub use error::{ErrorCode, RpcError};
+pub use key::{KeyFormatError, check_key};
 pub use request::{Entry, Id, MAX_DEPTH, Message, Request, check_depth, parse, parse_str};
 pub use response::{Outcome, error_body, write_error, write_outcome, write_result};
 pub use serde_json::value::RawValue;

@@ -2,6 +2,7 @@
 //! this process, and a real HTTP client.
 #![allow(dead_code)]
 
+pub mod faults;
 pub mod mcp_clients;
 pub mod pki;
 pub mod process;
