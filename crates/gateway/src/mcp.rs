@@ -157,6 +157,9 @@ mod tests {
         assert_eq!(spec.derive_key_window, Some(std::time::Duration::from_secs(600)));
         let shown = Config::from_toml(&method("")).unwrap();
         assert!(!crate::method_spec(&shown, &shown.methods[0]).tool.hidden, "a method is a tool by default");
+        assert!(!crate::method_spec(&shown, &shown.methods[0]).tool.task_required, "a task when asked for");
+        let required = Config::from_toml(&method("tasks = \"required\"")).unwrap();
+        assert!(crate::method_spec(&required, &required.methods[0]).tool.task_required);
     }
 
     #[test]
@@ -179,5 +182,8 @@ mod tests {
         }
         let query = method("destructive = true").replace("kind = \"command\"", "kind = \"query\"");
         assert!(Config::from_toml(&query).unwrap_err().to_string().contains("methods.m.destructive"));
+        let query = method("tasks = \"required\"").replace("kind = \"command\"", "kind = \"query\"");
+        assert!(Config::from_toml(&query).unwrap_err().to_string().contains("methods.m.tasks"));
+        assert!(Config::from_toml(&method("tasks = \"sometimes\"")).is_err());
     }
 }
