@@ -8,8 +8,11 @@
 //! * **Requests**: `server/discover` ([`discover`]), `tools/list` (with caching
 //!   hints: `ttlMs`, `cacheScope`) and `tools/call` — the same calls as the session era's
 //!   ([`call`]), keys, `new|duplicate` and `isError` results alike. Every result
-//!   carries `resultType: "complete"`. Any other method (`initialize`, `ping`,
-//!   `logging/setLevel`, resources, prompts, …) is `-32601`.
+//!   carries `resultType: "complete"`. With the tasks extension declared, a command's call is
+//!   a task on the event store, and `tasks/get|update|cancel` read and cancel it
+//!   ([`tasks`](crate::tasks); `-32021` without the extension). Any other method
+//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, resources, prompts, …) is
+//!   `-32601`.
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
 //!   (`-32600`), `_meta` without `io.modelcontextprotocol/protocolVersion` or
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
