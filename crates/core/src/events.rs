@@ -18,7 +18,10 @@ use crate::execution::Acquired;
 use crate::method::{Context, IdempotencyStatus, Method};
 use crate::store::{Claim, Event, EventStatus, RecordKey, StoreError, StoredOutcome, now_ms};
 
+mod cancel;
 mod redrive;
+
+pub use cancel::{Cancelled, cancelled_outcome};
 
 pub use crate::store::event_id;
 

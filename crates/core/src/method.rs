@@ -118,6 +118,9 @@ pub struct ToolOptions {
     pub open_world: bool,
     /// `outputSchema`: the JSON Schema of the result (an object schema).
     pub output_schema: Option<serde_json::Value>,
+    /// `tasks = "required"` (commands): over MCP `2026-07-28` the tool runs only as a task, so
+    /// a call whose client does not declare the tasks extension is refused (`-32021`).
+    pub task_required: bool,
 }
 
 /// Where a derived idempotency key is read (SPEC §15).

@@ -313,6 +313,10 @@ pub struct MethodConfig {
     /// Keys derived from the call itself when it brings none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derive_key: Option<crate::mcp::DeriveKey>,
+    /// MCP tasks (`2026-07-28`): `"optional"` (a command's default: a task when the client
+    /// declares the extension) or `"required"` (only as a task).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<crate::mcp::TaskSupport>,
 }
 
 impl Default for MethodConfig {
@@ -338,6 +342,7 @@ impl Default for MethodConfig {
             destructive: None,
             output_schema: None,
             derive_key: None,
+            tasks: None,
         }
     }
 }

@@ -78,6 +78,16 @@ pub enum DeriveFrom {
     Arguments,
 }
 
+/// How a command's tool runs over MCP `2026-07-28` with the tasks extension (`tasks = …`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    /// A task when the client declares the extension, else synchronous (a command's default).
+    Optional,
+    /// Only as a task: a client that does not declare the extension is refused (`-32021`).
+    Required,
+}
+
 /// A method's tool options, on its registry spec. Every configured method is a flow, so its
 /// tool reaches the world outside (`openWorldHint`).
 pub fn apply(m: &MethodConfig, spec: &mut oncerpc_core::MethodSpec) {
@@ -87,6 +97,7 @@ pub fn apply(m: &MethodConfig, spec: &mut oncerpc_core::MethodSpec) {
         destructive: m.destructive,
         open_world: !m.steps.is_empty(),
         output_schema: m.output_schema.clone(),
+        task_required: m.tasks == Some(TaskSupport::Required),
     };
     spec.derive_key_window = m.derive_key.as_ref().map(|d| Duration::from_secs(d.window_secs));
 }
@@ -94,6 +105,9 @@ pub fn apply(m: &MethodConfig, spec: &mut oncerpc_core::MethodSpec) {
 /// The tool keys' own rules; the error names the key.
 pub fn validate_method(cfg: &Config, m: &MethodConfig) -> Result<(), String> {
     let name = &m.name;
+    if m.tasks.is_some() && m.kind == oncerpc_core::Kind::Query {
+        return Err(format!("methods.{name}.tasks: a query answers inline; only commands run as tasks"));
+    }
     if let Some(s) = &m.output_schema
         && !(s.is_object() && s.get("type").is_none_or(|t| t == "object"))
     {
@@ -143,6 +157,9 @@ mod tests {
         assert_eq!(spec.derive_key_window, Some(std::time::Duration::from_secs(600)));
         let shown = Config::from_toml(&method("")).unwrap();
         assert!(!crate::method_spec(&shown, &shown.methods[0]).tool.hidden, "a method is a tool by default");
+        assert!(!crate::method_spec(&shown, &shown.methods[0]).tool.task_required, "a task when asked for");
+        let required = Config::from_toml(&method("tasks = \"required\"")).unwrap();
+        assert!(crate::method_spec(&required, &required.methods[0]).tool.task_required);
     }
 
     #[test]
@@ -165,5 +182,8 @@ mod tests {
         }
         let query = method("destructive = true").replace("kind = \"command\"", "kind = \"query\"");
         assert!(Config::from_toml(&query).unwrap_err().to_string().contains("methods.m.destructive"));
+        let query = method("tasks = \"required\"").replace("kind = \"command\"", "kind = \"query\"");
+        assert!(Config::from_toml(&query).unwrap_err().to_string().contains("methods.m.tasks"));
+        assert!(Config::from_toml(&method("tasks = \"sometimes\"")).is_err());
     }
 }

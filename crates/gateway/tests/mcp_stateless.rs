@@ -281,7 +281,10 @@ async fn every_stateless_refusal_has_its_status_and_nothing_runs() {
     let discover = json!({"jsonrpc":"2.0","id":"d-1","method":"server/discover","params":{"_meta":meta()}});
     let d = post(&h, &standard(&discover), &discover.to_string()).await;
     assert_eq!(d.status, 200, "{}", d.body);
-    assert_eq!(d.json()["result"]["capabilities"], json!({"tools": {}}));
+    assert_eq!(
+        d.json()["result"]["capabilities"],
+        json!({"tools": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
+    );
     let note =
         json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"_meta":meta(),"requestId":1}});
     let n = post(&h, &standard(&note), &note.to_string()).await;

@@ -36,6 +36,40 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
+    let Prepared { name, tool, arguments, meta: request } = prepare(tools, req, id, session, outbox)?;
+    let calling = dispatcher.call(&name, Some(&arguments), &request);
+    // A query may be cancelled: it stops. A command runs on and stores its outcome.
+    let registered = match tool.kind {
+        Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
+        Kind::Command => None,
+    };
+    let (outcome, info, cid) = match registered {
+        None => calling.await,
+        Some(mut r) => tokio::select! {
+            done = calling => done,
+            Ok(()) = &mut r.cancelled => return Ok(None),
+        },
+    };
+    Ok(Some((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error())))
+}
+
+/// A `tools/call` request read: the tool, its arguments (the method's params) and the
+/// dispatcher's request (tenant, key, force retry, correlation id, progress).
+pub(crate) struct Prepared<'t> {
+    pub name: String,
+    pub tool: &'t crate::tools::Tool,
+    pub arguments: Box<RawValue>,
+    pub meta: RequestMeta,
+}
+
+/// Read a `tools/call` request (see the module's notes on keys).
+pub(crate) fn prepare<'t>(
+    tools: &'t Tools,
+    req: &Request<'_>,
+    id: Id<'_>,
+    session: &Session,
+    outbox: Option<&Outbox>,
+) -> Result<Prepared<'t>, RpcError> {
     let mut params = params_object(req)?;
     let name = match params.get("name") {
         Some(Value::String(n)) => n.clone(),
@@ -63,7 +97,7 @@ pub async fn call(
     let force_retry = meta.and_then(|m| m.get(META_FORCE)).and_then(Value::as_bool).unwrap_or(false);
     let token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
     let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
-    let request = RequestMeta {
+    let meta = RequestMeta {
         tenant: session.tenant.clone(),
         idempotency_key: key,
         force_retry,
@@ -73,20 +107,7 @@ pub async fn call(
         ..RequestMeta::default()
     };
     let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;
-    let calling = dispatcher.call(&name, Some(&arguments), &request);
-    // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.kind {
-        Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
-        Kind::Command => None,
-    };
-    let (outcome, info, cid) = match registered {
-        None => calling.await,
-        Some(mut r) => tokio::select! {
-            done = calling => done,
-            Ok(()) = &mut r.cancelled => return Ok(None),
-        },
-    };
-    Ok(Some((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error())))
+    Ok(Prepared { name, tool, arguments, meta })
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself

@@ -14,13 +14,14 @@ pub const INSTRUCTIONS: &str = "Tools that change something are commands: pass a
     reuse the same key when you retry the same call, so it runs once.";
 
 /// The `server/discover` result: every revision served (this one first), `tools` (no list
-/// changes: the registry is fixed while the process runs), the server's name and version,
+/// changes: the registry is fixed while the process runs), the tasks extension
+/// ([`crate::tasks`]), the server's name and version,
 /// and caching hints. Resources, prompts, completions and logging are not offered.
 pub fn result() -> String {
     json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": { "tools": {} },
+        "capabilities": { "tools": {}, "extensions": { crate::tasks::EXTENSION: {} } },
         "instructions": INSTRUCTIONS,
         "ttlMs": LIST_TTL_MS,
         "cacheScope": "public",

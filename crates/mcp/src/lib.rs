@@ -58,6 +58,7 @@ pub mod session;
 pub mod sessions;
 pub mod stateless;
 pub mod stdio;
+pub mod tasks;
 pub mod tools;
 
 use std::borrow::Cow;

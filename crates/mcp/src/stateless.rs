@@ -8,8 +8,11 @@
 //! * **Requests**: `server/discover` ([`discover`]), `tools/list` (with caching
 //!   hints: `ttlMs`, `cacheScope`) and `tools/call` — the same calls as the session era's
 //!   ([`call`]), keys, `new|duplicate` and `isError` results alike. Every result
-//!   carries `resultType: "complete"`. Any other method (`initialize`, `ping`,
-//!   `logging/setLevel`, resources, prompts, …) is `-32601`.
+//!   carries `resultType: "complete"`. With the tasks extension declared, a command's call is
+//!   a task on the event store, and `tasks/get|update|cancel` read and cancel it
+//!   ([`tasks`](crate::tasks); `-32021` without the extension). Any other method
+//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, resources, prompts, …) is
+//!   `-32601`.
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
 //!   (`-32600`), `_meta` without `io.modelcontextprotocol/protocolVersion` or
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
@@ -32,6 +35,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, params_object, result_answer,
+    tasks,
 };
 
 /// The stateless revisions served.
@@ -101,6 +105,9 @@ pub enum Refusal {
     HeaderMismatch,
     /// The protocol version is not served (`-32022`).
     Version,
+    /// The request needs a client capability it does not declare (`-32021`): `tasks/*`
+    /// without the tasks extension, a `tasks = "required"` tool called without it.
+    Capability,
 }
 
 impl Refusal {
@@ -112,6 +119,7 @@ impl Refusal {
             Refusal::Meta => "meta",
             Refusal::HeaderMismatch => "header_mismatch",
             Refusal::Version => "version",
+            Refusal::Capability => "capability",
         }
     }
 }
@@ -235,6 +243,24 @@ impl McpServer {
             "tools/list" => {
                 crate::cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(|page| cacheable(&page))
             }
+            "tools/call" if !matches!(tasks::route(&self.tools, &params), tasks::Route::Sync) => {
+                match tasks::route(&self.tools, &params) {
+                    tasks::Route::Refused(e) => Err(e),
+                    _ => match tasks::create(&self.dispatcher, &self.tools, &req, id, &session).await {
+                        Ok((r, e)) => {
+                            tool_error = e;
+                            Ok(r)
+                        }
+                        Err(e) => Err(e),
+                    },
+                }
+            }
+            "tasks/get" | "tasks/update" | "tasks/cancel" if !tasks::declared(&params) => {
+                Err(tasks::missing_capability())
+            }
+            "tasks/get" => tasks::get(&self.dispatcher, &tenant, &params).await,
+            "tasks/update" => tasks::update(&self.dispatcher, &tenant, &params).await,
+            "tasks/cancel" => tasks::cancel(&self.dispatcher, &tenant, &params).await,
             "tools/call" => {
                 let calling = call::call(
                     &self.dispatcher,
@@ -279,10 +305,13 @@ impl McpServer {
             Err(e) => {
                 let status = if e.code == ErrorCode::MethodNotFound {
                     Status::MethodNotFound
+                } else if e.code == ErrorCode::MissingRequiredClientCapability {
+                    Status::Refused(Refusal::Capability)
                 } else {
                     Status::Answered
                 };
-                StatelessAnswer { body: Some(error_answer(Some(id), &e)), status, message: None }
+                let message = matches!(status, Status::Refused(_)).then(|| e.message.to_string());
+                StatelessAnswer { body: Some(error_answer(Some(id), &e)), status, message }
             }
         }
     }
@@ -359,6 +388,8 @@ fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Ma
         must_match("Mcp-Method", h.method, &req.method)?;
         let source = match &*req.method {
             "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            // The tasks extension's routing header: the task's id.
+            "tasks/get" | "tasks/update" | "tasks/cancel" => params.get("taskId").and_then(Value::as_str),
             "resources/read" => params.get("uri").and_then(Value::as_str),
             _ => None,
         };

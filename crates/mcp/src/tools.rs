@@ -33,6 +33,8 @@ pub struct Tool {
     pub name: String,
     pub kind: Kind,
     pub json: Value,
+    /// `tasks = "required"`: over `2026-07-28` it runs only as a task ([`crate::tasks`]).
+    pub task_required: bool,
 }
 
 /// The tools of one registry, in name order.
@@ -51,7 +53,12 @@ impl Tools {
                 continue;
             }
             tools.by_name.insert(name.to_owned(), tools.list.len());
-            tools.list.push(Tool { name: name.to_owned(), kind: spec.kind, json: tool_json(name, spec) });
+            tools.list.push(Tool {
+                name: name.to_owned(),
+                kind: spec.kind,
+                json: tool_json(name, spec),
+                task_required: spec.tool.task_required && spec.kind == Kind::Command,
+            });
         }
         tools
     }

@@ -163,7 +163,10 @@ async fn discover_and_tools_list_carry_result_type_and_caching_hints() {
         d["result"]["supportedVersions"],
         json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"])
     );
-    assert_eq!(d["result"]["capabilities"], json!({ "tools": {} }));
+    assert_eq!(
+        d["result"]["capabilities"],
+        json!({ "tools": {}, "extensions": { "io.modelcontextprotocol/tasks": {} } })
+    );
     assert_eq!(d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "oncerpc");
     let l = ask(&a, &json!({"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":meta()}}), None)
         .await

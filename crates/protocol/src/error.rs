@@ -11,7 +11,7 @@ use std::io::Write as _;
 use serde_json::value::RawValue;
 
 /// A JSON-RPC error code: the reserved ones of the specification, oncerpc's own
-/// (`-32001..=-32008`), the MCP `2026-07-28` revision's (`-32020`, `-32022`), or an application
+/// (`-32001..=-32009`), the MCP `2026-07-28` revision's (`-32020..=-32022`), or an application
 /// code a handler chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
@@ -43,9 +43,15 @@ pub enum ErrorCode {
     Overloaded,
     /// -32008: the tenant is over its rate (`rate_per_sec`/`burst`).
     RateLimited,
+    /// -32009: the execution was cancelled before it finished (MCP `tasks/cancel`); its
+    /// record keeps this outcome, so a retry with the same key gets it.
+    Cancelled,
     /// -32020 (MCP `2026-07-28`, `HeaderMismatch`): an HTTP header (`MCP-Protocol-Version`,
     /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) is missing, malformed or disagrees with the body.
     HeaderMismatch,
+    /// -32021 (MCP `2026-07-28`, `MissingRequiredClientCapability`): the request needs a client
+    /// capability its `_meta` does not declare (`data.requiredCapabilities`).
+    MissingRequiredClientCapability,
     /// -32022 (MCP `2026-07-28`, `UnsupportedProtocolVersionError`): the request's protocol
     /// version is not served (`data`: `supported`, `requested`).
     UnsupportedProtocolVersion,
@@ -55,7 +61,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code of the table, in table order (used by docs and tests).
-    pub const TABLE: [ErrorCode; 15] = [
+    pub const TABLE: [ErrorCode; 17] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -69,7 +75,9 @@ impl ErrorCode {
         ErrorCode::UpstreamFailed,
         ErrorCode::Overloaded,
         ErrorCode::RateLimited,
+        ErrorCode::Cancelled,
         ErrorCode::HeaderMismatch,
+        ErrorCode::MissingRequiredClientCapability,
         ErrorCode::UnsupportedProtocolVersion,
     ];
 
@@ -89,7 +97,9 @@ impl ErrorCode {
             ErrorCode::UpstreamFailed => -32006,
             ErrorCode::Overloaded => -32007,
             ErrorCode::RateLimited => -32008,
+            ErrorCode::Cancelled => -32009,
             ErrorCode::HeaderMismatch => -32020,
+            ErrorCode::MissingRequiredClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
             ErrorCode::Application(c) => c,
         }
@@ -116,7 +126,9 @@ impl ErrorCode {
             ErrorCode::UpstreamFailed => "Upstream failed",
             ErrorCode::Overloaded => "Overloaded",
             ErrorCode::RateLimited => "Rate limited",
+            ErrorCode::Cancelled => "Cancelled",
             ErrorCode::HeaderMismatch => "Header mismatch",
+            ErrorCode::MissingRequiredClientCapability => "Missing required client capability",
             ErrorCode::UnsupportedProtocolVersion => "Unsupported protocol version",
             ErrorCode::Application(_) => "Application error",
         }
@@ -130,12 +142,13 @@ impl ErrorCode {
             | ErrorCode::InvalidRequest
             | ErrorCode::InvalidParams
             | ErrorCode::HeaderMismatch
+            | ErrorCode::MissingRequiredClientCapability
             | ErrorCode::UnsupportedProtocolVersion => 400,
             ErrorCode::MethodNotFound => 404,
             ErrorCode::InternalError => 500,
             ErrorCode::RequestInProgress => 200,
             ErrorCode::KeyReused => 422,
-            ErrorCode::ForceRetryRefused => 409,
+            ErrorCode::ForceRetryRefused | ErrorCode::Cancelled => 409,
             ErrorCode::StoreUnavailable | ErrorCode::Overloaded => 503,
             ErrorCode::RateLimited => 429,
             ErrorCode::Timeout => 504,

@@ -907,7 +907,7 @@ fn rpc_error_display_and_http_status() {
 #[test]
 fn error_code_table_matches_design_section_8() {
     // (code, variant, HTTP status on the flows door) — SPEC §8, row by row.
-    let design: [(i32, ErrorCode, u16); 15] = [
+    let design: [(i32, ErrorCode, u16); 17] = [
         (-32700, ErrorCode::ParseError, 400),
         (-32600, ErrorCode::InvalidRequest, 400),
         (-32601, ErrorCode::MethodNotFound, 404),
@@ -921,7 +921,9 @@ fn error_code_table_matches_design_section_8() {
         (-32006, ErrorCode::UpstreamFailed, 502),
         (-32007, ErrorCode::Overloaded, 503),
         (-32008, ErrorCode::RateLimited, 429),
+        (-32009, ErrorCode::Cancelled, 409),
         (-32020, ErrorCode::HeaderMismatch, 400),
+        (-32021, ErrorCode::MissingRequiredClientCapability, 400),
         (-32022, ErrorCode::UnsupportedProtocolVersion, 400),
     ];
     assert_eq!(ErrorCode::TABLE.len(), design.len());
@@ -951,7 +953,7 @@ fn spec_messages_are_the_spec_wording() {
 
 #[test]
 fn unknown_codes_are_application_codes() {
-    for code in [-32000, -32009, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
+    for code in [-32000, -32010, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
         assert_eq!(ErrorCode::from_code(code), ErrorCode::Application(code));
         assert_eq!(ErrorCode::Application(code).code(), code);
         assert_eq!(ErrorCode::Application(code).http_status(), 500);
