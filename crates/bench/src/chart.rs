@@ -63,7 +63,7 @@ pub fn chart(rep: &Report, path: &Path, text: bool) -> Result<(), String> {
         });
     }
     let mut own: Vec<Group> = Vec::new();
-    for r in rep.rows.iter().filter(|r| !r.shared) {
+    for r in rep.rows.iter().filter(|r| !r.shared && !r.scenario.starts_with("mcp-")) {
         let label = if r.scenario.starts_with("flow") {
             "sync flow".to_owned()
         } else {

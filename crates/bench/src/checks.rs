@@ -11,9 +11,10 @@ use oncerpc_bench::{bodies, prom};
 use serde::{Deserialize, Serialize};
 
 use crate::BoxError;
+use crate::cli::Store;
 use crate::client::{self, Resp};
 use crate::run::{Bench, Target};
-use crate::scenarios::{FLOW, FLOW_PATH, KEY_HEADER, Scenario};
+use crate::scenarios::{FLOW, FLOW_PATH, KEY_HEADER, Scenario, Server};
 
 /// Requests sent and judged before each measured run.
 pub const CHECK_REQUESTS: usize = 5;
@@ -55,6 +56,43 @@ impl Bench<'_> {
         }
     }
 
+    /// Send one request of an MCP-group scenario as wrk sends it to `t` (check number `i`);
+    /// what was sent, the answer and its verdict.
+    fn mcp_check(
+        &self,
+        conn: &mut client::Conn,
+        rep: u32,
+        sc: &Scenario,
+        t: &Target,
+        i: usize,
+    ) -> Result<(String, Resp, Result<(), String>), BoxError> {
+        let session = self.mcp.as_ref().and_then(|m| m.session.as_deref());
+        let key = format!("{}-c{rep}-{}-{}-{i}", self.nonce, sc.id(), t.server.name());
+        let (tool, body) = match (sc, t.server.mcp_era()) {
+            (Scenario::McpAdd { .. }, None) => ("add", bodies::ADD_RPC.to_owned()),
+            (_, None) => ("counter.increment", bodies::increment(&key)),
+            (Scenario::McpAdd { .. }, Some(stateless)) => {
+                ("add", bodies::mcp_call("add", bodies::ADD_ARGS, stateless))
+            }
+            (_, Some(stateless)) => ("counter.increment", bodies::mcp_increment(&key, stateless)),
+        };
+        let headers = match t.server.mcp_era() {
+            Some(stateless) => bodies::mcp_headers(tool, session.filter(|_| !stateless)),
+            None => Vec::new(),
+        };
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let path = sc.path(t.server);
+        let resp = self.client.send(conn, Method::POST, path, &h, &body)?;
+        let verdict = match (sc, t.server.mcp_era()) {
+            (Scenario::McpAdd { .. }, None) => judge_fixed(&resp, bodies::ADD_RPC_ANSWER),
+            (_, None) => judge_keyed(false, "new", &resp, None),
+            (Scenario::McpAdd { .. }, Some(_)) => judge_mcp(&resp, None),
+            (_, Some(_)) => judge_mcp(&resp, Some("new")),
+        };
+        let shown: Vec<String> = headers.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        Ok((format!("POST {path} {} {body}", shown.join(" ")), resp, verdict))
+    }
+
     /// Send [`CHECK_REQUESTS`] requests as the scenario sends them and judge the answers.
     pub fn precheck(&self, rep: u32, sc: &Scenario, t: &Target) -> (usize, Vec<CheckFailure>) {
         let addr = self.procs[t.proc_idx].addr;
@@ -74,6 +112,9 @@ impl Bench<'_> {
         };
         for i in 0..CHECK_REQUESTS {
             let outcome: Result<(String, Resp, Result<(), String>), BoxError> = (|| match sc {
+                Scenario::McpAdd { .. } | Scenario::McpCommand { .. } => {
+                    self.mcp_check(&mut conn, rep, sc, t, i)
+                }
                 Scenario::Single { .. } | Scenario::Batch { .. } => {
                     let (body, expected) = match sc {
                         Scenario::Single { .. } => {
@@ -145,7 +186,7 @@ impl Bench<'_> {
         };
         let mut snap = Snap { metrics: get(addr, "/metrics")?.text(), ..Snap::default() };
         match sc {
-            Scenario::Command { .. } => {
+            Scenario::Command { .. } | Scenario::McpCommand { .. } => {
                 let body = r#"{"jsonrpc":"2.0","method":"counter.get","id":1}"#;
                 let r = self
                     .client
@@ -185,7 +226,8 @@ impl Bench<'_> {
             // The reads themselves (counter.get) are requests: compare without them.
             let (r0, i0, c0, u0) = key(&last);
             let (r1, i1, c1, u1) = key(&next);
-            let own = if matches!(sc, Scenario::Command { .. }) { 1.0 } else { 0.0 };
+            let own =
+                if matches!(sc, Scenario::Command { .. } | Scenario::McpCommand { .. }) { 1.0 } else { 0.0 };
             if i0 == i1 && c0 == c1 && u0 == u1 && r1 - r0 <= own {
                 return Ok(next);
             }
@@ -205,6 +247,30 @@ fn judge_fixed(resp: &Resp, expected: &str) -> Result<(), String> {
         Some(got) if got == want => Ok(()),
         Some(_) => Err(format!("unexpected body (expected {expected})")),
         None => Err("the body is not JSON".into()),
+    }
+}
+
+/// An MCP `tools/call` answer: HTTP 200, one JSON body, a successful tool result; with
+/// `status`, a command's: `structuredContent.total` and `_meta` `io.oncerpc/idempotency-status`
+/// `status`; without, `add`'s: the text `3`.
+pub fn judge_mcp(resp: &Resp, status: Option<&str>) -> Result<(), String> {
+    if resp.status != 200 {
+        return Err(format!("HTTP {} (expected 200)", resp.status));
+    }
+    let v = resp.json().ok_or("the body is not one JSON answer")?;
+    match status {
+        None => bodies::judge_tool_result(&v, Some("3")),
+        Some(want) => {
+            bodies::judge_tool_result(&v, None)?;
+            if !v["result"]["structuredContent"]["total"].is_i64() {
+                return Err("expected structuredContent {\"total\": N}".into());
+            }
+            let got = &v["result"]["_meta"]["io.oncerpc/idempotency-status"];
+            if got != want {
+                return Err(format!("_meta io.oncerpc/idempotency-status {got} (expected {want:?})"));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -244,7 +310,7 @@ pub fn judge_keyed(flows: bool, want: &str, resp: &Resp, stored: Option<&Bytes>)
 /// Side effects beyond the `new` executions in the metrics (new-key scenarios).
 pub fn unrecorded(sc: &Scenario, before: &Snap, after: &Snap) -> u64 {
     let (method, effect) = match sc {
-        Scenario::Command { dup: false, .. } => {
+        Scenario::Command { dup: false, .. } | Scenario::McpCommand { .. } => {
             ("counter.increment", after.counter.unwrap_or(0) - before.counter.unwrap_or(0))
         }
         Scenario::Flow { dup: false } => {
@@ -259,8 +325,28 @@ pub fn unrecorded(sc: &Scenario, before: &Snap, after: &Snap) -> u64 {
 }
 
 /// Compare what oncerpc counted during a measured run with what wrk counted: `requests`
-/// completed answers, up to `conns` more left in flight when wrk stopped.
-pub fn verify(sc: &Scenario, requests: u64, conns: u64, before: &Snap, after: &Snap) -> (bool, String) {
+/// completed answers, up to `conns` more left in flight when wrk stopped; `server`: the door
+/// the MCP group's rows were sent to.
+pub fn verify(
+    sc: &Scenario,
+    server: Server,
+    requests: u64,
+    conns: u64,
+    before: &Snap,
+    after: &Snap,
+) -> (bool, String) {
+    match (sc, server.mcp_era()) {
+        // `/rpc` rows of the MCP group: the checks of the shared query and the command rows.
+        (Scenario::McpAdd { .. }, None) => return verify_query("add", 1, requests, conns, before, after),
+        (Scenario::McpCommand { .. }, None) => {
+            let sc = Scenario::Command { store: Store::Memory, dup: false };
+            return verify(&sc, server, requests, conns, before, after);
+        }
+        (Scenario::McpAdd { .. } | Scenario::McpCommand { .. }, Some(_)) => {
+            return verify_mcp(sc, requests, conns, before, after);
+        }
+        _ => {}
+    }
     let d = |name: &str, labels: &[(&str, &str)]| {
         prom::value(&after.metrics, name, labels) - prom::value(&before.metrics, name, labels)
     };
@@ -282,16 +368,9 @@ pub fn verify(sc: &Scenario, requests: u64, conns: u64, before: &Snap, after: &S
     let text = match sc {
         Scenario::Single { .. } | Scenario::Batch { .. } => {
             let per = if matches!(sc, Scenario::Batch { .. }) { bodies::BATCH_SIZE as u64 } else { 1 };
-            let ok = d("oncerpc_requests_total", &[("method", "sum"), ("outcome", "ok")]);
-            let errors = bad("sum");
-            if !within(ok, requests * per, (requests + conns) * per) {
-                problems.push(format!("`sum` answered ok {ok} times, wrk counted {requests} × {per}"));
-            }
-            if errors != 0.0 {
-                problems.push(format!("{errors} `sum` calls answered with an error"));
-            }
-            format!("sum ok +{ok} for wrk's {requests} × {per}; errors +{errors}")
+            return verify_query("sum", per, requests, conns, before, after);
         }
+        Scenario::McpAdd { .. } | Scenario::McpCommand { .. } => unreachable!("handled above"),
         Scenario::Command { dup, .. } | Scenario::Flow { dup } => {
             let method = if matches!(sc, Scenario::Flow { .. }) { FLOW } else { "counter.increment" };
             let st = |s: &str| d("oncerpc_idempotency_total", &[("method", method), ("status", s)]);
@@ -348,6 +427,83 @@ pub fn verify(sc: &Scenario, requests: u64, conns: u64, before: &Snap, after: &S
     if problems.is_empty() { (true, text) } else { (false, format!("{}: {text}", problems.join("; "))) }
 }
 
+/// A query row: `method` answered ok `per` times per request wrk counted, never an error.
+fn verify_query(
+    method: &str,
+    per: u64,
+    requests: u64,
+    conns: u64,
+    before: &Snap,
+    after: &Snap,
+) -> (bool, String) {
+    let f = |t: &str, keep: &dyn Fn(&str) -> bool| {
+        prom::sum(t, "oncerpc_requests_total", |l| {
+            l.contains(&("method", method)) && l.iter().any(|&(k, v)| k == "outcome" && keep(v))
+        })
+    };
+    let d = |keep: &dyn Fn(&str) -> bool| f(&after.metrics, keep) - f(&before.metrics, keep);
+    let ok = d(&|o| o == "ok");
+    let errors = d(&|o| o != "ok" && o != "client_closed");
+    let mut problems = Vec::new();
+    if ok < (requests * per) as f64 || ok > ((requests + conns) * per) as f64 {
+        problems.push(format!("`{method}` answered ok {ok} times, wrk counted {requests} × {per}"));
+    }
+    if errors != 0.0 {
+        problems.push(format!("{errors} `{method}` calls answered with an error"));
+    }
+    let text = format!("{method} ok +{ok} for wrk's {requests} × {per}; errors +{errors}");
+    if problems.is_empty() { (true, text) } else { (false, format!("{}: {text}", problems.join("; "))) }
+}
+
+/// How much the samples of `name` that `keep` accepts moved from `before` to `after`.
+fn delta(before: &Snap, after: &Snap, name: &str, keep: impl Fn(&[(&str, &str)]) -> bool) -> f64 {
+    prom::sum(&after.metrics, name, &keep) - prom::sum(&before.metrics, name, &keep)
+}
+
+/// An MCP-door row: `tools/call` answered `ok` once per request wrk counted (up to `conns` more
+/// in flight at its stop), no other outcome, no refusal; for the command, the demo counter moved
+/// by the calls and no key was a duplicate.
+fn verify_mcp(sc: &Scenario, requests: u64, conns: u64, before: &Snap, after: &Snap) -> (bool, String) {
+    let calls = |want: &dyn Fn(&str) -> bool| {
+        delta(before, after, "oncerpc_mcp_requests_total", |l| {
+            l.contains(&("method", "tools/call")) && l.iter().any(|&(k, v)| k == "outcome" && want(v))
+        })
+    };
+    let ok = calls(&|o| o == "ok");
+    let other = calls(&|o| o != "ok" && o != "client_closed");
+    let refused = delta(before, after, "oncerpc_mcp_refusals_total", |_| true);
+    let within = |x: f64| x >= requests as f64 && x <= (requests + conns) as f64;
+    let mut problems = Vec::new();
+    if !within(ok) {
+        problems.push(format!("tools/call ok +{ok}, wrk counted {requests}"));
+    }
+    if other != 0.0 {
+        problems.push(format!("tools/call with another outcome +{other}"));
+    }
+    if refused != 0.0 {
+        problems.push(format!("refusals +{refused}"));
+    }
+    let mut text =
+        format!("tools/call ok +{ok} for wrk's {requests}; other outcomes +{other}; refusals +{refused}");
+    if matches!(sc, Scenario::McpCommand { .. }) {
+        let st = |s: &str| {
+            delta(before, after, "oncerpc_idempotency_total", |l| {
+                l.contains(&("method", "counter.increment")) && l.contains(&("status", s))
+            })
+        };
+        let (new, duplicate) = (st("new"), st("duplicate"));
+        let effect = after.counter.unwrap_or(0) as f64 - before.counter.unwrap_or(0) as f64;
+        if !within(effect) {
+            problems.push(format!("counter +{effect}, wrk counted {requests} new keys"));
+        }
+        if duplicate != 0.0 {
+            problems.push(format!("duplicate +{duplicate} (every key was new)"));
+        }
+        text += &format!("; counter +{effect}, idempotency new +{new}, duplicate +{duplicate}");
+    }
+    if problems.is_empty() { (true, text) } else { (false, format!("{}: {text}", problems.join("; "))) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,29 +526,73 @@ mod tests {
     fn verification_of_new_keys() {
         let sc = Scenario::Command { store: Store::Memory, dup: false };
         // wrk counted 1000; 3 more were in flight when it stopped.
-        let (ok, text) = verify(&sc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1013));
+        let (ok, text) = verify(&sc, Server::Oncerpc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1013));
         assert!(ok, "{text}");
         // Requests in flight at wrk's stop may run without being counted in the metrics.
-        let (ok, text) = verify(&sc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1020));
+        let (ok, text) = verify(&sc, Server::Oncerpc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1020));
         assert!(ok && text.contains("7 executions"), "{text}");
         // More executions than requests sent: something ran twice.
-        let (ok, text) = verify(&sc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1080));
+        let (ok, text) = verify(&sc, Server::Oncerpc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1080));
         assert!(!ok && text.contains("counter"), "{text}");
         // Fewer executions than counted as new.
-        let (ok, _) = verify(&sc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1012));
+        let (ok, _) = verify(&sc, Server::Oncerpc, 1000, 64, &snap(10, 5, 10), &snap(1013, 5, 1012));
         assert!(!ok);
         // Fewer new than wrk answered.
-        let (ok, _) = verify(&sc, 1000, 64, &snap(10, 5, 10), &snap(900, 5, 900));
+        let (ok, _) = verify(&sc, Server::Oncerpc, 1000, 64, &snap(10, 5, 10), &snap(900, 5, 900));
         assert!(!ok);
     }
 
     #[test]
     fn verification_of_duplicates() {
         let sc = Scenario::Command { store: Store::Sqlite, dup: true };
-        let (ok, text) = verify(&sc, 500, 64, &snap(1000, 0, 1000), &snap(1000, 520, 1000));
+        let (ok, text) = verify(&sc, Server::Oncerpc, 500, 64, &snap(1000, 0, 1000), &snap(1000, 520, 1000));
         assert!(ok, "{text}");
-        let (ok, text) = verify(&sc, 500, 64, &snap(1000, 0, 1000), &snap(1001, 520, 1001));
+        let (ok, text) = verify(&sc, Server::Oncerpc, 500, 64, &snap(1000, 0, 1000), &snap(1001, 520, 1001));
         assert!(!ok && text.contains("new +1"), "{text}");
+    }
+
+    #[test]
+    fn verification_of_mcp_rows() {
+        let m = |ok: u64, err: u64, counter: i64, dup: u64| Snap {
+            metrics: format!(
+                "oncerpc_mcp_requests_total{{method=\"tools/call\",outcome=\"ok\"}} {ok}\n\
+                 oncerpc_mcp_requests_total{{method=\"tools/call\",outcome=\"tool_error\"}} {err}\n\
+                 oncerpc_mcp_requests_total{{method=\"tools/list\",outcome=\"ok\"}} 9\n\
+                 oncerpc_idempotency_total{{method=\"counter.increment\",status=\"duplicate\"}} {dup}\n\
+                 oncerpc_requests_total{{method=\"add\",kind=\"query\",outcome=\"ok\"}} {ok}\n"
+            ),
+            counter: Some(counter),
+            upstream_calls: None,
+        };
+        let add = Scenario::McpAdd { conns: 64 };
+        assert!(verify(&add, Server::OncerpcMcp, 100, 64, &m(0, 0, 0, 0), &m(110, 0, 0, 0)).0);
+        assert!(!verify(&add, Server::OncerpcMcp, 100, 64, &m(0, 0, 0, 0), &m(99, 0, 0, 0)).0);
+        let (ok, text) = verify(&add, Server::OncerpcMcp, 100, 64, &m(0, 0, 0, 0), &m(100, 1, 0, 0));
+        assert!(!ok && text.contains("another outcome"), "{text}");
+        assert!(verify(&add, Server::Oncerpc, 100, 64, &m(0, 0, 0, 0), &m(100, 0, 0, 0)).0, "/rpc: add ok");
+        let cmd = Scenario::McpCommand { conns: 64 };
+        assert!(verify(&cmd, Server::OncerpcMcpSession, 100, 64, &m(0, 0, 5, 0), &m(100, 0, 105, 0)).0);
+        let (ok, text) = verify(&cmd, Server::OncerpcMcp, 100, 64, &m(0, 0, 5, 0), &m(100, 0, 105, 3));
+        assert!(!ok && text.contains("duplicate +3"), "{text}");
+        assert!(!verify(&cmd, Server::OncerpcMcp, 100, 64, &m(0, 0, 5, 0), &m(100, 0, 50, 0)).0);
+    }
+
+    #[test]
+    fn judges_mcp_answers() {
+        let resp = |status: u16, body: &str| Resp {
+            status,
+            idempotency: None,
+            session: None,
+            body: Bytes::from(body.to_owned()),
+        };
+        let add = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"result":3},"isError":false}}"#;
+        assert!(judge_mcp(&resp(200, add), None).is_ok());
+        assert!(judge_mcp(&resp(400, add), None).is_err());
+        assert!(judge_mcp(&resp(200, &format!("event: message\ndata: {add}\n\n")), None).is_err());
+        let cmd = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"total\":4}"}],"structuredContent":{"total":4},"isError":false,"_meta":{"io.oncerpc/idempotency-status":"new"}}}"#;
+        assert!(judge_mcp(&resp(200, cmd), Some("new")).is_ok());
+        assert!(judge_mcp(&resp(200, cmd), Some("duplicate")).is_err());
+        assert!(judge_mcp(&resp(200, add), Some("new")).is_err());
     }
 
     #[test]
@@ -402,8 +602,8 @@ mod tests {
             ..Snap::default()
         };
         let sc = Scenario::Batch { conns: 64 };
-        assert!(verify(&sc, 100, 64, &m(0), &m(5000)).0);
-        assert!(!verify(&sc, 100, 64, &m(0), &m(4999)).0);
+        assert!(verify(&sc, Server::Oncerpc, 100, 64, &m(0), &m(5000)).0);
+        assert!(!verify(&sc, Server::Oncerpc, 100, 64, &m(0), &m(4999)).0);
     }
 
     #[test]
@@ -411,6 +611,7 @@ mod tests {
         let resp = |status: u16, idem: Option<&str>, body: &str| Resp {
             status,
             idempotency: idem.map(str::to_owned),
+            session: None,
             body: Bytes::from(body.to_owned()),
         };
         assert!(

@@ -42,6 +42,10 @@ pub enum Group {
     Flows,
     /// The single call while `--stalled` slow-loris connections are held open (oncerpc only).
     Edge,
+    /// The MCP door: `tools/call` `add` and a keyed `counter.increment` on oncerpc's `/mcp`
+    /// beside the same methods on `/rpc`, and rmcp serving `add`; every server pinned to one
+    /// core, wrk to another.
+    Mcp,
 }
 
 /// Idempotency stores of the command scenarios.
@@ -95,7 +99,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub dup_keys: u64,
     /// Scenario groups to run (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows, Group::Edge])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows, Group::Edge, Group::Mcp])]
     pub groups: Vec<Group>,
     /// Stalled connections of the edge scenario: two thirds stall in their headers, one third
     /// in their bodies; each one the server closes is opened again.
@@ -114,6 +118,14 @@ pub struct RunArgs {
     pub redis_url: String,
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/test")]
     pub postgres_url: String,
+    /// CPU the MCP group's servers are pinned to (wrk of those rows gets `--mcp-wrk-cpu`).
+    #[arg(long, default_value_t = 0)]
+    #[serde(default)]
+    pub mcp_server_cpu: usize,
+    /// CPU wrk is pinned to for the MCP group's rows.
+    #[arg(long, default_value_t = 1)]
+    #[serde(default = "cpu_one")]
+    pub mcp_wrk_cpu: usize,
     /// Do not run `cargo build --release -p oncerpc -p oncerpc-bench --bins` first.
     #[arg(long)]
     pub no_build: bool,
@@ -130,6 +142,10 @@ pub struct RunArgs {
     pub font: Option<PathBuf>,
 }
 
+fn cpu_one() -> usize {
+    1
+}
+
 impl RunArgs {
     pub fn has(&self, g: Group) -> bool {
         self.groups.contains(&g)
@@ -139,6 +155,8 @@ impl RunArgs {
     pub fn is_full(&self) -> bool {
         self.reps >= 3
             && self.duration >= 10
-            && [Group::Shared, Group::Commands, Group::Flows, Group::Edge].iter().all(|g| self.has(*g))
+            && [Group::Shared, Group::Commands, Group::Flows, Group::Edge, Group::Mcp]
+                .iter()
+                .all(|g| self.has(*g))
     }
 }

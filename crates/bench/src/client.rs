@@ -19,6 +19,8 @@ pub struct Resp {
     pub status: u16,
     /// `X-Idempotency-Status`.
     pub idempotency: Option<String>,
+    /// `Mcp-Session-Id`.
+    pub session: Option<String>,
     pub body: Bytes,
 }
 
@@ -86,7 +88,9 @@ impl Client {
             let body = body.collect().await?.to_bytes();
             let idempotency =
                 parts.headers.get("x-idempotency-status").and_then(|v| v.to_str().ok()).map(str::to_owned);
-            Ok(Resp { status: parts.status.as_u16(), idempotency, body })
+            let session =
+                parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            Ok(Resp { status: parts.status.as_u16(), idempotency, session, body })
         })
     }
 

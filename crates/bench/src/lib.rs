@@ -53,9 +53,105 @@ pub mod bodies {
 
     /// The two halves of [`increment`] around the key (for the Lua scripts).
     pub fn increment_halves() -> (String, String) {
-        let whole = increment("\u{1}");
+        halves(&increment("\u{1}"))
+    }
+
+    fn halves(whole: &str) -> (String, String) {
         let (a, b) = whole.split_once('\u{1}').expect("marker present");
         (a.to_owned(), b.to_owned())
+    }
+
+    /// The MCP revision of the stateless rows: no session, `_meta` and headers on every request.
+    pub const MCP_STATELESS: &str = "2026-07-28";
+    /// The revision the session-era row negotiates with `initialize`.
+    pub const MCP_SESSION: &str = "2025-11-25";
+
+    /// `add` `{a:1,b:2}` on `/rpc` (oncerpc's demo `add`, the same tool MCP calls).
+    pub const ADD_RPC: &str = r#"{"jsonrpc":"2.0","method":"add","params":{"a":1,"b":2},"id":1}"#;
+    /// The answer to [`ADD_RPC`].
+    pub const ADD_RPC_ANSWER: &str = r#"{"jsonrpc":"2.0","result":3,"id":1}"#;
+    /// `tools/call` `add`'s arguments.
+    pub const ADD_ARGS: &str = r#"{"a":1,"b":2}"#;
+
+    /// `tools/call` of `tool` with `arguments` (JSON), id 1; `stateless`: with the
+    /// `2026-07-28` request `_meta` (protocol version and client capabilities).
+    pub fn mcp_call(tool: &str, arguments: &str, stateless: bool) -> String {
+        let meta = if stateless {
+            format!(
+                r#","_meta":{{"io.modelcontextprotocol/protocolVersion":"{MCP_STATELESS}","io.modelcontextprotocol/clientCapabilities":{{}}}}"#
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}{meta}}}}}"#
+        )
+    }
+
+    /// `tools/call` `counter.increment` by 1 with `arguments.idempotency_key` = `key`.
+    pub fn mcp_increment(key: &str, stateless: bool) -> String {
+        mcp_call("counter.increment", &format!(r#"{{"by":1,"idempotency_key":"{key}"}}"#), stateless)
+    }
+
+    /// The two halves of [`mcp_increment`] around the key.
+    pub fn mcp_increment_halves(stateless: bool) -> (String, String) {
+        halves(&mcp_increment("\u{1}", stateless))
+    }
+
+    /// The headers of an MCP `tools/call` of `tool` over Streamable HTTP: `Accept` (both types,
+    /// as the transport requires), and the revision's headers: for `2026-07-28` the ones that
+    /// mirror the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), in the session era
+    /// `MCP-Protocol-Version` and the session's id.
+    pub fn mcp_headers(tool: &str, session: Option<&str>) -> Vec<(String, String)> {
+        let mut h = vec![("Accept".to_owned(), "application/json, text/event-stream".to_owned())];
+        match session {
+            None => {
+                h.push(("MCP-Protocol-Version".into(), MCP_STATELESS.into()));
+                h.push(("Mcp-Method".into(), "tools/call".into()));
+                h.push(("Mcp-Name".into(), tool.into()));
+            }
+            Some(id) => {
+                h.push(("MCP-Protocol-Version".into(), MCP_SESSION.into()));
+                h.push(("Mcp-Session-Id".into(), id.into()));
+            }
+        }
+        h
+    }
+
+    /// The session era's `initialize`.
+    pub fn mcp_initialize() -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"{MCP_SESSION}","capabilities":{{}},"clientInfo":{{"name":"oncerpc-bench","version":"1"}}}}}}"#
+        )
+    }
+
+    /// Whether `v` is a JSON-RPC answer (id 1) carrying a successful tool result whose text is
+    /// `text` (and whose `structuredContent`, when there is one, is `{"result": text}` or
+    /// equal to `text`'s JSON); `Err` says what is wrong.
+    pub fn judge_tool_result(v: &serde_json::Value, text: Option<&str>) -> Result<(), String> {
+        if v["jsonrpc"] != "2.0" || v["id"] != 1 || v.get("error").is_some() {
+            return Err("expected a JSON-RPC result with id 1".into());
+        }
+        let r = &v["result"];
+        if r["isError"] != false {
+            return Err(format!("isError is {} (expected false)", r["isError"]));
+        }
+        let got = r["content"][0]["text"].as_str();
+        if r["content"][0]["type"] != "text" || got.is_none() {
+            return Err("expected a text content item".into());
+        }
+        if let Some(want) = text {
+            if got != Some(want) {
+                return Err(format!("content text {got:?} (expected {want:?})"));
+            }
+            if let Some(sc) = r.get("structuredContent") {
+                let want_v: serde_json::Value = serde_json::from_str(want).unwrap_or_default();
+                if sc["result"] != want_v && *sc != want_v {
+                    return Err(format!("structuredContent {sc} (expected {{\"result\":{want}}})"));
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -81,6 +177,21 @@ pub mod lua {
              wrk.method = \"POST\"\n\
              wrk.headers[\"Content-Type\"] = \"application/json\"\n"
         )
+    }
+
+    /// `script` with `headers` set on every request (after its own header lines, before any
+    /// function: wrk reads `wrk.headers` when it builds a request).
+    pub fn with_headers(script: &str, headers: &[(String, String)]) -> String {
+        let cut = script
+            .find("\nwrk.headers[\"Content-Type\"]")
+            .and_then(|i| script[i + 1..].find('\n').map(|j| i + 1 + j + 1));
+        let cut = cut.unwrap_or(0);
+        let mut lines = String::new();
+        for (k, v) in headers {
+            // Header names and values are plain ASCII here: a Rust debug string is a Lua string.
+            writeln!(lines, "wrk.headers[{k:?}] = {v:?}").expect("write to string");
+        }
+        format!("{}{lines}{}", &script[..cut], &script[cut..])
     }
 
     /// Threads get ids 1, 2, … (`tid`), for per-thread key prefixes.
@@ -416,6 +527,73 @@ Transfer/sec:      6.27MB
         serde_json::from_str::<serde_json::Value>(bodies::SINGLE_ANSWER).unwrap();
         serde_json::from_str::<serde_json::Value>(bodies::PARSE_ERROR).unwrap();
         serde_json::from_str::<serde_json::Value>(bodies::FLOW_BODY).unwrap();
+    }
+
+    #[test]
+    fn mcp_bodies_and_headers() {
+        use serde_json::{Value, json};
+        let v: Value = serde_json::from_str(&bodies::mcp_call("add", bodies::ADD_ARGS, true)).unwrap();
+        assert_eq!(v["method"], "tools/call");
+        assert_eq!(v["params"]["name"], "add");
+        assert_eq!(v["params"]["arguments"], json!({"a": 1, "b": 2}));
+        assert_eq!(v["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+        assert!(v["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].is_object());
+        let v: Value = serde_json::from_str(&bodies::mcp_call("add", bodies::ADD_ARGS, false)).unwrap();
+        assert!(v["params"].get("_meta").is_none(), "the session era carries no _meta");
+        let (head, tail) = bodies::mcp_increment_halves(true);
+        let whole = format!("{head}k-7{tail}");
+        assert_eq!(whole, bodies::mcp_increment("k-7", true));
+        let v: Value = serde_json::from_str(&whole).unwrap();
+        assert_eq!(v["params"]["arguments"], json!({"by": 1, "idempotency_key": "k-7"}));
+        let rpc: Value = serde_json::from_str(bodies::ADD_RPC).unwrap();
+        assert_eq!(rpc["params"], json!({"a": 1, "b": 2}));
+        serde_json::from_str::<Value>(bodies::ADD_RPC_ANSWER).unwrap();
+        serde_json::from_str::<Value>(&bodies::mcp_initialize()).unwrap();
+
+        let h = bodies::mcp_headers("add", None);
+        let get = |h: &[(String, String)], k: &str| h.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(get(&h, "MCP-Protocol-Version").as_deref(), Some("2026-07-28"));
+        assert_eq!(get(&h, "Mcp-Method").as_deref(), Some("tools/call"));
+        assert_eq!(get(&h, "Mcp-Name").as_deref(), Some("add"));
+        assert_eq!(get(&h, "Accept").as_deref(), Some("application/json, text/event-stream"));
+        let h = bodies::mcp_headers("add", Some("s-1"));
+        assert_eq!(get(&h, "Mcp-Session-Id").as_deref(), Some("s-1"));
+        assert_eq!(get(&h, "Mcp-Name"), None);
+    }
+
+    #[test]
+    fn judges_tool_results() {
+        use serde_json::json;
+        let oncerpc = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],
+            "structuredContent":{"result":3},"isError":false,"resultType":"complete"}});
+        assert!(bodies::judge_tool_result(&oncerpc, Some("3")).is_ok());
+        let rmcp =
+            json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],"isError":false}});
+        assert!(bodies::judge_tool_result(&rmcp, Some("3")).is_ok());
+        let wrong =
+            json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"4"}],"isError":false}});
+        assert!(bodies::judge_tool_result(&wrong, Some("3")).is_err());
+        let failed =
+            json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],"isError":true}});
+        assert!(bodies::judge_tool_result(&failed, Some("3")).is_err());
+        let no_flag = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}]}});
+        assert!(bodies::judge_tool_result(&no_flag, Some("3")).is_err(), "isError:false is required");
+        let bad_sc = json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],
+            "structuredContent":{"result":4},"isError":false}});
+        assert!(bodies::judge_tool_result(&bad_sc, Some("3")).is_err());
+        let err = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}});
+        assert!(bodies::judge_tool_result(&err, None).is_err());
+    }
+
+    #[test]
+    fn lua_headers_go_before_the_functions() {
+        let h = vec![("Mcp-Name".to_owned(), "add".to_owned())];
+        let s = lua::with_headers(&lua::new_key_body("t", "a", "b"), &h);
+        let at = s.find("wrk.headers[\"Mcp-Name\"] = \"add\"").expect("header line");
+        assert!(at < s.find("function").unwrap(), "{s}");
+        assert!(s.find("Content-Type").unwrap() < at, "{s}");
+        let s = lua::with_headers(&lua::fixed("t", "{}"), &h);
+        assert!(s.contains("wrk.headers[\"Mcp-Name\"] = \"add\"\nwrk.body"), "{s}");
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Start `program args…` with its output in `log`.
+    /// Start `program args…` with its output in `log`, pinned to CPU `cpu` when given.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         name: &str,
         serves: &str,
@@ -35,10 +36,15 @@ impl Proc {
         args: &[String],
         log: PathBuf,
         cwd: &Path,
+        cpu: Option<usize>,
     ) -> Result<Proc, BoxError> {
         let out = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(program)
+        let mut cmd = Command::new(program);
+        if let Some(cpu) = cpu {
+            pin(&mut cmd, cpu);
+        }
+        let child = cmd
             .args(args)
             .current_dir(cwd)
             // `RUST_LOG` would override `--log-level`.
@@ -138,6 +144,30 @@ impl Drop for Proc {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Run `cmd` on CPU `cpu` only (its affinity set in the child before `exec`, so every thread it
+/// starts inherits it; tokio's default runtime then starts one worker, as it counts the CPUs it
+/// may use).
+pub fn pin(cmd: &mut Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls async-signal-safe functions
+    // (`sched_setaffinity`) on a set built on its own stack; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn cpus_allowed() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A free loopback port (bound and released: another process could take it in between, which

@@ -24,6 +24,8 @@ pub struct Meta {
     pub wrk: String,
     pub jsonrpsee: String,
     pub hyper: String,
+    #[serde(default)]
+    pub rmcp: String,
     pub settings: RunArgs,
     /// Prefix of every idempotency key (and Redis namespace) of this run.
     pub nonce: String,
@@ -66,6 +68,17 @@ pub struct Row {
     /// same connection count in the same repetition (commands and flows).
     pub commands_per_query: Option<f64>,
     pub compilers_seen: bool,
+    /// Median over the repetitions of the server's CPU time per request, µs (CPU seconds ÷
+    /// requests wrk counted).
+    #[serde(default)]
+    pub server_cpu_us: f64,
+}
+
+impl Row {
+    /// A row of the MCP group.
+    pub fn is_mcp(&self) -> bool {
+        self.scenario.starts_with("mcp-")
+    }
 }
 
 impl Row {
@@ -107,7 +120,11 @@ fn server_rank(s: &str) -> usize {
         "oncerpc-warn" => 1,
         "jsonrpsee" => 2,
         "floor" => 3,
-        _ => 4,
+        "oncerpc /rpc" => 4,
+        "oncerpc /mcp" => 5,
+        "oncerpc /mcp session" => 6,
+        "rmcp" => 7,
+        _ => 8,
     }
 }
 
@@ -148,7 +165,7 @@ pub fn build(
             let ok: Vec<&&RunRecord> = rs.iter().filter(|r| r.wrk_error.is_none()).collect();
             let col = |f: &dyn Fn(&RunRecord) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
             let shared = scenario.starts_with("single-") || scenario.starts_with("batch");
-            let commands_per_query = (!shared).then(|| {
+            let commands_per_query = (!shared && !scenario.starts_with("mcp-")).then(|| {
                 median(
                     &ok.iter()
                         .filter_map(|r| query_rps(r.rep).filter(|q| *q > 0.0).map(|q| r.wrk.req_per_s / q))
@@ -176,6 +193,14 @@ pub fn build(
                 other_cpu: col(&|r| r.other_cpu),
                 commands_per_query: commands_per_query.filter(|x| !x.is_nan()),
                 compilers_seen: rs.iter().any(|r| r.compilers_seen),
+                server_cpu_us: col(&|r| {
+                    if r.wrk.requests == 0 {
+                        f64::NAN
+                    } else {
+                        let wall = if r.wall_s > 0.0 { r.wall_s } else { r.wrk.duration_s };
+                        (r.server_cpu + r.upstream_cpu.unwrap_or(0.0)) * wall * 1e6 / r.wrk.requests as f64
+                    }
+                }),
             }
         })
         .collect();
@@ -307,8 +332,13 @@ pub fn markdown(rep: &Report) -> String {
     );
     let _ = writeln!(
         w,
-        "- **Software**: oncerpc {} (release build), jsonrpsee {}, hyper {} (floor), {}, {}.",
-        m.oncerpc_git, m.jsonrpsee, m.hyper, m.rustc, m.wrk
+        "- **Software**: oncerpc {} (release build), jsonrpsee {}, hyper {} (floor), rmcp {}, {}, {}.",
+        m.oncerpc_git,
+        m.jsonrpsee,
+        m.hyper,
+        if m.rmcp.is_empty() { "–" } else { &m.rmcp },
+        m.rustc,
+        m.wrk
     );
     let _ = writeln!(
         w,
@@ -418,7 +448,7 @@ pub fn markdown(rep: &Report) -> String {
         let _ = writeln!(w);
     }
 
-    let own: Vec<&Row> = rep.rows.iter().filter(|r| !r.shared).collect();
+    let own: Vec<&Row> = rep.rows.iter().filter(|r| !r.shared && !r.is_mcp()).collect();
     if !own.is_empty() {
         let _ = writeln!(
             w,
@@ -466,6 +496,8 @@ pub fn markdown(rep: &Report) -> String {
         let _ = writeln!(w);
     }
 
+    mcp_section(w, rep);
+
     let _ = writeln!(w, "## Peak memory (VmHWM of each process over the whole run)\n");
     let _ = writeln!(w, "| process | serves | peak RSS MiB |");
     let _ = writeln!(w, "|---|---|--:|");
@@ -502,6 +534,109 @@ pub fn markdown(rep: &Report) -> String {
         }
     }
     o
+}
+
+/// (MCP door's server CPU per call ÷ `/rpc`'s, MCP door's req/s ÷ rmcp's) of an MCP row, per
+/// scenario and door.
+pub struct McpRatio {
+    pub title: String,
+    pub door: String,
+    pub cpu_per_rpc: Option<f64>,
+    pub rps_per_rpc: Option<f64>,
+    pub rps_per_rmcp: Option<f64>,
+    pub cpu_rmcp_per_door: Option<f64>,
+}
+
+pub fn mcp_ratios(rows: &[Row]) -> Vec<McpRatio> {
+    let find = |scenario: &str, server: &str| {
+        rows.iter().find(|r| r.scenario == scenario && r.server == server && r.req_per_s > 0.0)
+    };
+    let div = |a: f64, b: f64| (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b);
+    rows.iter()
+        .filter(|r| r.is_mcp() && r.server.starts_with("oncerpc /mcp"))
+        .map(|r| {
+            let rpc = find(&r.scenario, "oncerpc /rpc");
+            let rmcp = find(&r.scenario, "rmcp");
+            McpRatio {
+                title: r.title.clone(),
+                door: r.server.clone(),
+                cpu_per_rpc: rpc.and_then(|b| div(r.server_cpu_us, b.server_cpu_us)),
+                rps_per_rpc: rpc.and_then(|b| div(r.req_per_s, b.req_per_s)),
+                rps_per_rmcp: rmcp.and_then(|b| div(r.req_per_s, b.req_per_s)),
+                cpu_rmcp_per_door: rmcp.and_then(|b| div(b.server_cpu_us, r.server_cpu_us)),
+            }
+        })
+        .collect()
+}
+
+fn mcp_section(w: &mut String, rep: &Report) {
+    let s = &rep.meta.settings;
+    let rows: Vec<&Row> = rep.rows.iter().filter(|r| r.is_mcp()).collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "## The MCP door (servers pinned to CPU {}, wrk to CPU {}, {} connections)\n",
+        s.mcp_server_cpu, s.mcp_wrk_cpu, s.connections
+    );
+    let _ = writeln!(
+        w,
+        "| scenario | server | req/s | server CPU µs per call | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
+    );
+    let _ = writeln!(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|");
+    let mut last = String::new();
+    for r in &rows {
+        let title = if r.scenario == last { String::new() } else { r.title.clone() };
+        last = r.scenario.clone();
+        let _ = writeln!(
+            w,
+            "| {title} | {}{} | {} | {:.1} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+            r.server,
+            if r.compilers_seen { " †" } else { "" },
+            thousands(r.req_per_s),
+            r.server_cpu_us,
+            ms(r.p50_ms),
+            ms(r.p99_ms),
+            r.errors(),
+            r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
+            r.server_cpu,
+            r.wrk_cpu,
+            r.other_cpu,
+            checks(r)
+        );
+    }
+    let ratios = mcp_ratios(&rep.rows);
+    if !ratios.is_empty() {
+        let _ = writeln!(
+            w,
+            "\n| scenario | door | server CPU per call, MCP / `/rpc` | req/s, MCP / `/rpc` | req/s, MCP / rmcp | server CPU per call, rmcp / MCP |"
+        );
+        let _ = writeln!(w, "|---|---|--:|--:|--:|--:|");
+        for r in &ratios {
+            let _ = writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} |",
+                r.title,
+                r.door,
+                ratio(r.cpu_per_rpc),
+                ratio(r.rps_per_rpc),
+                ratio(r.rps_per_rmcp),
+                ratio(r.cpu_rmcp_per_door)
+            );
+        }
+    }
+    let _ = writeln!(
+        w,
+        "\nOne oncerpc process (defaults, `--store {}`) serves `/rpc` and `/mcp`; rmcp is `bench-rmcp` \
+         (one `add` tool, stateless, JSON answers). `/mcp` rows are `tools/call` of the same method as the \
+         `/rpc` row above them; stateless rows send `2026-07-28`'s headers (`MCP-Protocol-Version`, \
+         `Mcp-Method`, `Mcp-Name`) and request `_meta`, the session row an `Mcp-Session-Id` from one \
+         `initialize` before the runs. Server CPU per call: the server's CPU time during the measured \
+         run ÷ the requests wrk counted (median of the repetitions); with the server alone on its core, \
+         req/s ≈ 10⁶ ÷ that when the server is the bottleneck.\n",
+        s.memory_url
+    );
 }
 
 /// latest.md, latest.json and the charts of a report: `latest.png` in `out_dir`, and the
@@ -545,6 +680,51 @@ pub fn redraw(json: &Path) -> Result<bool, BoxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(scenario: &str, server: &str, rps: f64, cpu_us: f64) -> Row {
+        Row {
+            scenario: scenario.into(),
+            title: scenario.into(),
+            shared: false,
+            server: server.into(),
+            reps: 1,
+            req_per_s: rps,
+            p50_ms: 1.0,
+            p99_ms: 2.0,
+            req_per_s_each: vec![rps],
+            non_2xx: 0,
+            socket_errors: 0,
+            check_requests: 5,
+            wrong_answers: 0,
+            verified_runs: 1,
+            verifiable_runs: 1,
+            server_cpu: 1.0,
+            wrk_cpu: 0.5,
+            other_cpu: 0.0,
+            commands_per_query: None,
+            compilers_seen: false,
+            server_cpu_us: cpu_us,
+        }
+    }
+
+    #[test]
+    fn mcp_ratios_per_door() {
+        let rows = vec![
+            row("mcp-add-c64", "oncerpc /rpc", 100_000.0, 10.0),
+            row("mcp-add-c64", "oncerpc /mcp", 80_000.0, 12.5),
+            row("mcp-add-c64", "rmcp", 40_000.0, 25.0),
+            row("mcp-cmd-new-c64", "oncerpc /rpc", 60_000.0, 16.0),
+            row("mcp-cmd-new-c64", "oncerpc /mcp", 50_000.0, 20.0),
+            row("single-c64", "oncerpc", 1.0, 1.0),
+        ];
+        let r = mcp_ratios(&rows);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].cpu_per_rpc, Some(1.25));
+        assert_eq!(r[0].rps_per_rmcp, Some(2.0));
+        assert_eq!(r[0].cpu_rmcp_per_door, Some(2.0));
+        assert_eq!(r[1].cpu_per_rpc, Some(1.25));
+        assert_eq!(r[1].rps_per_rmcp, None, "no rmcp row for the command");
+    }
 
     #[test]
     fn formats_numbers() {

@@ -33,6 +33,9 @@ pub struct RunRecord {
     pub wrk_error: Option<String>,
     /// CPU used during the measured run, in cores (CPU seconds / wall seconds).
     pub server_cpu: f64,
+    /// Wall seconds of the measured run (wrk's process, start to exit).
+    #[serde(default)]
+    pub wall_s: f64,
     pub upstream_cpu: Option<f64>,
     pub wrk_cpu: f64,
     /// Everything else on the machine.
@@ -61,6 +64,7 @@ impl RunRecord {
             wrk: WrkStats::default(),
             wrk_error: None,
             server_cpu: 0.0,
+            wall_s: 0.0,
             upstream_cpu: None,
             wrk_cpu: 0.0,
             other_cpu: 0.0,
@@ -85,6 +89,15 @@ impl RunRecord {
     }
 }
 
+/// The processes of the MCP group.
+#[derive(Clone, Debug)]
+pub struct McpProcs {
+    pub oncerpc: usize,
+    pub rmcp: usize,
+    /// The `Mcp-Session-Id` of the session-era row (`None`: `initialize` failed; see the notes).
+    pub session: Option<String>,
+}
+
 /// Where a scenario is sent.
 #[derive(Clone)]
 pub struct Target {
@@ -105,6 +118,8 @@ pub struct Bench<'a> {
     pub shared: Vec<(Server, usize)>,
     pub stores: Vec<(Store, usize)>,
     pub flow: Option<(usize, usize)>,
+    /// The MCP group's processes: oncerpc (memory store) and rmcp, both pinned.
+    pub mcp: Option<McpProcs>,
     /// The answers to the keys created before the duplicate scenarios, per process.
     pub dup_answers: HashMap<usize, Vec<Bytes>>,
     pub runs: Vec<RunRecord>,
@@ -150,7 +165,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         }
     }
     let bin = target.join("release");
-    for b in ["oncerpc", "bench-jsonrpsee", "bench-floor", "bench-upstream"] {
+    for b in ["oncerpc", "bench-jsonrpsee", "bench-floor", "bench-upstream", "bench-rmcp"] {
         if !bin.join(b).is_file() {
             return Err(format!(
                 "{} is missing: run `cargo build --release -p oncerpc -p oncerpc-bench --bins`",
@@ -175,6 +190,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         shared: Vec::new(),
         stores: Vec::new(),
         flow: None,
+        mcp: None,
         dup_answers: HashMap::new(),
         runs: Vec::new(),
         anchor_runs: Vec::new(),
@@ -228,6 +244,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
             .unwrap_or_default(),
         jsonrpsee: procs::lock_version(&root, "jsonrpsee").unwrap_or_default(),
         hyper: procs::lock_version(&root, "hyper").unwrap_or_default(),
+        rmcp: procs::lock_version(&root, "rmcp").unwrap_or_default(),
         settings: args.clone(),
         nonce: bench.nonce.clone(),
         wall_time_s: wall,
@@ -328,6 +345,26 @@ impl Bench<'_> {
                     upstream: None,
                 })
                 .collect(),
+            Scenario::McpAdd { .. } | Scenario::McpCommand { .. } => {
+                let Some(m) = &self.mcp else { return Vec::new() };
+                let at = |server: Server, label: &str, proc_idx: usize| Target {
+                    label: label.into(),
+                    server,
+                    proc_idx,
+                    upstream: None,
+                };
+                let mut out = vec![
+                    at(Server::Oncerpc, "oncerpc /rpc", m.oncerpc),
+                    at(Server::OncerpcMcp, "oncerpc /mcp", m.oncerpc),
+                ];
+                if m.session.is_some() {
+                    out.push(at(Server::OncerpcMcpSession, "oncerpc /mcp session", m.oncerpc));
+                }
+                if matches!(sc, Scenario::McpAdd { .. }) {
+                    out.push(at(Server::Rmcp, "rmcp", m.rmcp));
+                }
+                out
+            }
             Scenario::Flow { .. } => self
                 .flow
                 .iter()
@@ -341,11 +378,19 @@ impl Bench<'_> {
         }
     }
 
-    /// The script argument: the key prefix.
-    fn key_prefix(&self, rep: u32, sc: &Scenario, warmup: bool) -> String {
+    /// The script argument: the key prefix (the server's name in it where several doors of one
+    /// process run the same scenario, so no door's keys are another's duplicates).
+    fn key_prefix(&self, rep: u32, sc: &Scenario, server: Server, warmup: bool) -> String {
         match sc {
             Scenario::Command { dup: true, .. } => self.dup_prefix(false),
             Scenario::Flow { dup: true } => self.dup_prefix(true),
+            Scenario::McpCommand { .. } => format!(
+                "{}-r{rep}-{}-{}-{}",
+                self.nonce,
+                sc.id(),
+                server.name(),
+                if warmup { "w" } else { "m" }
+            ),
             _ => format!("{}-r{rep}-{}-{}", self.nonce, sc.id(), if warmup { "w" } else { "m" }),
         }
     }
@@ -358,7 +403,8 @@ impl Bench<'_> {
         let url = format!("http://{}{}", self.procs[t.proc_idx].addr, sc.path(t.server));
         let process = self.procs[t.proc_idx].name.clone();
         let mut rec = RunRecord::start(rep, sc.id(), sc.title(), t.label.clone(), process);
-        if let Err(e) = std::fs::write(&script_path, sc.script(t.server, args.dup_keys)) {
+        let session = self.mcp.as_ref().and_then(|m| m.session.as_deref());
+        if let Err(e) = std::fs::write(&script_path, sc.script(t.server, args.dup_keys, session)) {
             rec.wrk_error = Some(format!("cannot write {}: {e}", script_path.display()));
             return rec;
         }
@@ -390,8 +436,8 @@ impl Bench<'_> {
 
         // 2. Warm-up (unmeasured; its errors are noted).
         if args.warmup > 0 {
-            let prefix = self.key_prefix(rep, &sc, true);
-            match run_wrk(threads, conns, args.warmup, &script_path, &url, &prefix) {
+            let prefix = self.key_prefix(rep, &sc, t.server, true);
+            match run_wrk(threads, conns, args.warmup, &script_path, &url, &prefix, self.wrk_cpu(&sc)) {
                 Ok((st, _)) if st.non_2xx + st.socket_errors() > 0 => self.notes.push(format!(
                     "rep {rep} {} → {}: warm-up saw {} non-2xx and {} socket errors",
                     sc.id(),
@@ -412,8 +458,8 @@ impl Bench<'_> {
         let cpu0 = self.cpu(t);
         let seen0 = self.watch.count();
         let t0 = Instant::now();
-        let prefix = self.key_prefix(rep, &sc, false);
-        let outcome = run_wrk(threads, conns, args.duration, &script_path, &url, &prefix);
+        let prefix = self.key_prefix(rep, &sc, t.server, false);
+        let outcome = run_wrk(threads, conns, args.duration, &script_path, &url, &prefix, self.wrk_cpu(&sc));
         let wall = t0.elapsed().as_secs_f64();
         let cpu1 = self.cpu(t);
         if let Some(stalls) = stalls {
@@ -430,6 +476,7 @@ impl Bench<'_> {
             _ => 0.0,
         };
         rec.server_cpu = ticks(cpu0.server, cpu1.server);
+        rec.wall_s = wall;
         rec.upstream_cpu = t.upstream.map(|_| ticks(cpu0.upstream, cpu1.upstream));
         rec.wrk_cpu = (cpu1.children_s - cpu0.children_s) / wall;
         let machine = (cpu1.machine.0.saturating_sub(cpu0.machine.0)) as f64 / self.clk / wall;
@@ -452,7 +499,7 @@ impl Bench<'_> {
             let after = self.settled_snapshot(&sc, t);
             match (before, after) {
                 (Ok(b), Ok(a)) => {
-                    let (ok, text) = verify(&sc, rec.wrk.requests, u64::from(conns), &b, &a);
+                    let (ok, text) = verify(&sc, t.server, rec.wrk.requests, u64::from(conns), &b, &a);
                     rec.unrecorded_executions = unrecorded(&sc, &b, &a);
                     rec.verified = Some(ok);
                     rec.verification = text;
@@ -467,6 +514,11 @@ impl Bench<'_> {
                 "no counters to read: judged by the checks before the run and by wrk's status counts".into();
         }
         rec
+    }
+
+    /// The CPU wrk is pinned to: the MCP group's rows only.
+    fn wrk_cpu(&self, sc: &Scenario) -> Option<usize> {
+        sc.is_mcp().then_some(self.args.mcp_wrk_cpu)
     }
 
     fn cpu(&self, t: &Target) -> CpuSample {
@@ -486,7 +538,7 @@ struct CpuSample {
     machine: (u64, u64),
 }
 
-/// Run wrk; its parsed report and raw output.
+/// Run wrk (pinned to `cpu` when given); its parsed report and raw output.
 fn run_wrk(
     threads: u32,
     conns: u32,
@@ -494,8 +546,13 @@ fn run_wrk(
     script: &Path,
     url: &str,
     prefix: &str,
+    cpu: Option<usize>,
 ) -> Result<(WrkStats, String), String> {
-    let out = Command::new("wrk")
+    let mut cmd = Command::new("wrk");
+    if let Some(cpu) = cpu {
+        procs::pin(&mut cmd, cpu);
+    }
+    let out = cmd
         .arg(format!("-t{threads}"))
         .arg(format!("-c{conns}"))
         .arg(format!("-d{secs}s"))

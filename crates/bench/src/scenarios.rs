@@ -31,6 +31,15 @@ pub enum Scenario {
     Flow {
         dup: bool,
     },
+    /// The MCP group (server pinned): `add` {a:1,b:2} on `/rpc`, `/mcp` and rmcp.
+    McpAdd {
+        conns: u32,
+    },
+    /// The MCP group: `counter.increment` with a new key per request on `/rpc` and `/mcp`
+    /// (memory store).
+    McpCommand {
+        conns: u32,
+    },
 }
 
 impl Scenario {
@@ -43,7 +52,14 @@ impl Scenario {
                 format!("cmd-{}-{}", if *dup { "dup" } else { "new" }, store.name())
             }
             Scenario::Flow { dup } => format!("flow-{}", if *dup { "dup" } else { "new" }),
+            Scenario::McpAdd { conns } => format!("mcp-add-c{conns}"),
+            Scenario::McpCommand { conns } => format!("mcp-cmd-new-c{conns}"),
         }
+    }
+
+    /// A row of the MCP group (server pinned to one core, wrk to another).
+    pub fn is_mcp(&self) -> bool {
+        matches!(self, Scenario::McpAdd { .. } | Scenario::McpCommand { .. })
     }
 
     pub fn title(&self) -> String {
@@ -64,12 +80,22 @@ impl Scenario {
             }
             Scenario::Flow { dup: false } => "sync flow, new key per request (memory)".into(),
             Scenario::Flow { dup: true } => "sync flow, duplicate keys (memory)".into(),
+            Scenario::McpAdd { conns } => {
+                format!("`add` {{a:1,b:2}}, {conns} {}, server pinned", plural(*conns))
+            }
+            Scenario::McpCommand { conns } => format!(
+                "`counter.increment`, new key per request, memory, {conns} {}, server pinned",
+                plural(*conns)
+            ),
         }
     }
 
     pub fn conns(&self, args: &RunArgs) -> u32 {
         match self {
-            Scenario::Single { conns, .. } | Scenario::Batch { conns } => *conns,
+            Scenario::Single { conns, .. }
+            | Scenario::Batch { conns }
+            | Scenario::McpAdd { conns }
+            | Scenario::McpCommand { conns } => *conns,
             _ => args.connections,
         }
     }
@@ -83,10 +109,30 @@ impl Scenario {
     }
 
     /// The wrk Lua script of (scenario, server); the duplicate-key scenarios cycle through
-    /// `dup_keys` keys.
-    pub fn script(&self, server: Server, dup_keys: u64) -> String {
+    /// `dup_keys` keys; `session`: the MCP session of the session-era row.
+    pub fn script(&self, server: Server, dup_keys: u64, session: Option<&str>) -> String {
         let comment = format!("{} → {}", self.title(), server.name());
         match self {
+            Scenario::McpAdd { .. } => match server.mcp_era() {
+                None => lua::fixed(&comment, bodies::ADD_RPC),
+                Some(stateless) => lua::with_headers(
+                    &lua::fixed(&comment, &bodies::mcp_call("add", bodies::ADD_ARGS, stateless)),
+                    &bodies::mcp_headers("add", session.filter(|_| !stateless)),
+                ),
+            },
+            Scenario::McpCommand { .. } => match server.mcp_era() {
+                None => {
+                    let (head, tail) = bodies::increment_halves();
+                    lua::new_key_body(&comment, &head, &tail)
+                }
+                Some(stateless) => {
+                    let (head, tail) = bodies::mcp_increment_halves(stateless);
+                    lua::with_headers(
+                        &lua::new_key_body(&comment, &head, &tail),
+                        &bodies::mcp_headers("counter.increment", session.filter(|_| !stateless)),
+                    )
+                }
+            },
             Scenario::Single { .. } => lua::fixed(&comment, &bodies::single(server.method())),
             Scenario::Batch { .. } => lua::fixed(&comment, &bodies::batch(server.method())),
             Scenario::Command { dup: false, .. } => {
@@ -127,6 +173,10 @@ pub fn scenarios(args: &RunArgs, stores: &[(Store, usize)], flows: bool) -> Vec<
         out.push(Scenario::Flow { dup: false });
         out.push(Scenario::Flow { dup: true });
     }
+    if args.has(Group::Mcp) {
+        out.push(Scenario::McpAdd { conns: args.connections });
+        out.push(Scenario::McpCommand { conns: args.connections });
+    }
     out
 }
 
@@ -140,6 +190,12 @@ pub enum Server {
     OncerpcWarn,
     Jsonrpsee,
     Floor,
+    /// oncerpc's MCP door, revision `2026-07-28` (stateless).
+    OncerpcMcp,
+    /// oncerpc's MCP door, session era (`initialize` first, `Mcp-Session-Id` on every call).
+    OncerpcMcpSession,
+    /// rmcp, the official Rust MCP SDK (`bench-rmcp`), stateless.
+    Rmcp,
 }
 
 impl Server {
@@ -149,6 +205,18 @@ impl Server {
             Server::OncerpcWarn => "oncerpc-warn",
             Server::Jsonrpsee => "jsonrpsee",
             Server::Floor => "floor",
+            Server::OncerpcMcp => "oncerpc-mcp",
+            Server::OncerpcMcpSession => "oncerpc-mcp-session",
+            Server::Rmcp => "rmcp",
+        }
+    }
+
+    /// MCP servers: `Some(stateless)`; `None` for JSON-RPC over HTTP.
+    pub fn mcp_era(self) -> Option<bool> {
+        match self {
+            Server::OncerpcMcp | Server::Rmcp => Some(true),
+            Server::OncerpcMcpSession => Some(false),
+            _ => None,
         }
     }
 
@@ -157,19 +225,24 @@ impl Server {
     pub fn method(self) -> &'static str {
         match self {
             Server::Oncerpc | Server::OncerpcWarn => "sum",
-            Server::Jsonrpsee | Server::Floor => "add",
+            Server::Jsonrpsee
+            | Server::Floor
+            | Server::OncerpcMcp
+            | Server::OncerpcMcpSession
+            | Server::Rmcp => "add",
         }
     }
 
     /// An oncerpc process: its counters can be read and cross-checked.
     pub fn is_oncerpc(self) -> bool {
-        matches!(self, Server::Oncerpc | Server::OncerpcWarn)
+        matches!(self, Server::Oncerpc | Server::OncerpcWarn | Server::OncerpcMcp | Server::OncerpcMcpSession)
     }
 
     pub fn path(self) -> &'static str {
         match self {
             Server::Oncerpc | Server::OncerpcWarn => "/rpc",
             Server::Jsonrpsee | Server::Floor => "/",
+            Server::OncerpcMcp | Server::OncerpcMcpSession | Server::Rmcp => "/mcp",
         }
     }
 }
@@ -210,7 +283,9 @@ mod tests {
                 "cmd-new-sqlite",
                 "cmd-dup-sqlite",
                 "flow-new",
-                "flow-dup"
+                "flow-dup",
+                "mcp-add-c64",
+                "mcp-cmd-new-c64"
             ]
         );
         let quick = Cli::try_parse_from(["oncerpc-bench", "--duration", "3", "--reps", "1"]).unwrap();
@@ -224,6 +299,57 @@ mod tests {
             "the query baseline is always measured"
         );
         assert!(Cli::try_parse_from(["oncerpc-bench", "redraw", "latest.json"]).is_ok());
+    }
+
+    #[test]
+    fn mcp_group_alone() {
+        let cli = Cli::try_parse_from(["oncerpc-bench", "--groups", "mcp"]).unwrap();
+        let list = scenarios(&cli.run, &[], false);
+        assert_eq!(list, [Scenario::McpAdd { conns: 64 }, Scenario::McpCommand { conns: 64 }]);
+        assert!(list.iter().all(Scenario::is_mcp));
+        assert!(!Scenario::Single { conns: 64, stalled: 0 }.is_mcp());
+        assert_eq!((cli.run.mcp_server_cpu, cli.run.mcp_wrk_cpu), (0, 1));
+        let add = Scenario::McpAdd { conns: 64 };
+        assert_eq!(add.path(Server::Oncerpc), "/rpc");
+        assert_eq!(add.path(Server::OncerpcMcp), "/mcp");
+        assert_eq!(add.path(Server::Rmcp), "/mcp");
+        assert!(add.title().contains("server pinned"));
+    }
+
+    #[test]
+    fn mcp_scripts() {
+        let add = Scenario::McpAdd { conns: 64 };
+        let rpc = add.script(Server::Oncerpc, 1000, None);
+        assert!(rpc.contains(bodies::ADD_RPC) && !rpc.contains("Mcp-"), "{rpc}");
+        let mcp = add.script(Server::OncerpcMcp, 1000, None);
+        for want in [
+            r#"wrk.headers["Mcp-Method"] = "tools/call""#,
+            r#"wrk.headers["Mcp-Name"] = "add""#,
+            r#"wrk.headers["MCP-Protocol-Version"] = "2026-07-28""#,
+        ] {
+            assert!(mcp.contains(want), "{want} in {mcp}");
+        }
+        assert!(mcp.contains("io.modelcontextprotocol/protocolVersion"), "{mcp}");
+        assert_eq!(
+            add.script(Server::Rmcp, 1000, None),
+            mcp.replace("oncerpc-mcp", "rmcp"),
+            "the same request"
+        );
+        let session = add.script(Server::OncerpcMcpSession, 1000, Some("sid-1"));
+        assert!(
+            session.contains(r#"wrk.headers["Mcp-Session-Id"] = "sid-1""#) && !session.contains("_meta"),
+            "{session}"
+        );
+        let cmd = Scenario::McpCommand { conns: 64 };
+        let s = cmd.script(Server::OncerpcMcp, 1000, None);
+        assert!(
+            s.contains("function request()")
+                && s.contains(r#"wrk.headers["Mcp-Name"] = "counter.increment""#),
+            "{s}"
+        );
+        assert!(s.contains("idempotency_key"), "{s}");
+        let s = cmd.script(Server::Oncerpc, 1000, None);
+        assert!(s.contains(r#""method":"counter.increment""#) && !s.contains("Mcp-"), "{s}");
     }
 
     #[test]

@@ -12,8 +12,9 @@ use crate::BoxError;
 use crate::checks::judge_keyed;
 use crate::cli::{Group, Store};
 use crate::procs::{self, Proc};
-use crate::run::Bench;
+use crate::run::{Bench, McpProcs};
 use crate::scenarios::{Server, flow_config};
+use oncerpc_bench::bodies;
 
 impl Bench<'_> {
     pub fn log_path(&self, name: &str) -> PathBuf {
@@ -29,6 +30,18 @@ impl Bench<'_> {
         serves: &str,
         extra: &[String],
     ) -> Result<usize, String> {
+        self.start_oncerpc_on(bin, name, serves, extra, None)
+    }
+
+    /// [`Self::start_oncerpc`], pinned to CPU `cpu` when given.
+    fn start_oncerpc_on(
+        &mut self,
+        bin: &Path,
+        name: &str,
+        serves: &str,
+        extra: &[String],
+        cpu: Option<usize>,
+    ) -> Result<usize, String> {
         let addr = procs::free_addr().map_err(|e| e.to_string())?;
         // The defaults a user gets: nothing but the address and `extra`, run in a fresh
         // directory of its own (the default store is `sqlite://oncerpc.db` there).
@@ -39,8 +52,9 @@ impl Bench<'_> {
             .tempdir_in(&self.out_dir)
             .map_err(|e| e.to_string())?
             .keep();
-        let mut p = Proc::spawn(name, serves, addr, &bin.join("oncerpc"), &args, self.log_path(name), &cwd)
-            .map_err(|e| e.to_string())?;
+        let mut p =
+            Proc::spawn(name, serves, addr, &bin.join("oncerpc"), &args, self.log_path(name), &cwd, cpu)
+                .map_err(|e| e.to_string())?;
         let client = &self.client;
         p.wait_ready(Duration::from_secs(30), |a| {
             client.once(a, Method::GET, "/healthz", &[], "").is_ok_and(|r| r.status == 200)
@@ -51,11 +65,22 @@ impl Bench<'_> {
     }
 
     fn start_plain(&mut self, bin: &Path, program: &str, name: &str, serves: &str) -> Result<usize, String> {
+        self.start_plain_on(bin, program, name, serves, None)
+    }
+
+    fn start_plain_on(
+        &mut self,
+        bin: &Path,
+        program: &str,
+        name: &str,
+        serves: &str,
+        cpu: Option<usize>,
+    ) -> Result<usize, String> {
         let addr = procs::free_addr().map_err(|e| e.to_string())?;
         let args = vec!["--listen".to_owned(), addr.to_string()];
-        let mut p =
-            Proc::spawn(name, serves, addr, &bin.join(program), &args, self.log_path(name), &self.out_dir)
-                .map_err(|e| e.to_string())?;
+        let log = self.log_path(name);
+        let mut p = Proc::spawn(name, serves, addr, &bin.join(program), &args, log, &self.out_dir, cpu)
+            .map_err(|e| e.to_string())?;
         p.wait_ready(Duration::from_secs(30), |_| true)?;
         eprintln!("   {name}: pid {} on {addr}", p.pid());
         self.procs.push(p);
@@ -142,7 +167,55 @@ impl Bench<'_> {
                 self.start_oncerpc(bin, "oncerpc-flow", "sync flow orders.create (memory store)", &extra)?;
             self.flow = Some((i, up));
         }
+        if args.has(Group::Mcp) {
+            let cpu = args.mcp_server_cpu;
+            if procs::cpus_allowed() < 2 || args.mcp_wrk_cpu == cpu {
+                return Err("the MCP group pins the server and wrk to two different CPUs: \
+                            --mcp-server-cpu and --mcp-wrk-cpu must differ, on a machine with 2 or more"
+                    .into());
+            }
+            let serves = format!("MCP group: /rpc and /mcp (memory store), pinned to CPU {cpu}");
+            let oncerpc = self.start_oncerpc_on(bin, "oncerpc-mcp", &serves, &mem, Some(cpu))?;
+            let serves = format!("MCP group: rmcp 3.11, one `add` tool, pinned to CPU {cpu}");
+            let rmcp = self.start_plain_on(bin, "bench-rmcp", "rmcp", &serves, Some(cpu))?;
+            let session = match self.mcp_initialize(oncerpc) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    eprintln!("   MCP session: {e}");
+                    self.notes.push(format!("MCP session era row skipped: initialize failed: {e}"));
+                    None
+                }
+            };
+            self.mcp = Some(McpProcs { oncerpc, rmcp, session });
+        }
         Ok(())
+    }
+
+    /// `initialize` and `notifications/initialized` on oncerpc's `/mcp`: the session of the
+    /// session-era row.
+    fn mcp_initialize(&self, idx: usize) -> Result<String, String> {
+        let addr = self.procs[idx].addr;
+        let accept = ("Accept", "application/json, text/event-stream");
+        let r = self
+            .client
+            .once(addr, Method::POST, "/mcp", &[accept], &bodies::mcp_initialize())
+            .map_err(|e| e.to_string())?;
+        let id = match (&r.session, r.json()) {
+            (Some(id), Some(v))
+                if r.status == 200 && v["result"]["protocolVersion"] == bodies::MCP_SESSION =>
+            {
+                id.clone()
+            }
+            _ => return Err(format!("HTTP {} {}", r.status, r.text())),
+        };
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let headers =
+            [accept, ("Mcp-Session-Id", id.as_str()), ("MCP-Protocol-Version", bodies::MCP_SESSION)];
+        let r = self.client.once(addr, Method::POST, "/mcp", &headers, note).map_err(|e| e.to_string())?;
+        if r.status != 202 {
+            return Err(format!("notifications/initialized: HTTP {} {}", r.status, r.text()));
+        }
+        Ok(id)
     }
 
     /// The keys of the duplicate scenarios: `PREFIX-0` … `PREFIX-(n-1)`.

@@ -38,6 +38,13 @@ enum SubtractParams {
     Named { minuend: Number, subtrahend: Number },
 }
 
+/// `add`'s params: an object, so it is also a natural MCP tool (`{"a": 1, "b": 2}`).
+#[derive(Deserialize)]
+struct AddParams {
+    a: Number,
+    b: Number,
+}
+
 #[derive(Deserialize)]
 struct IncrementParams {
     #[serde(default = "one")]
@@ -83,6 +90,18 @@ pub fn register(
         "sum",
         MethodSpec::query().timeout(timeout).description("Spec example: the sum of an array of numbers."),
         typed(|_ctx: Context, p: Vec<Number>| async move { sum(&p) }),
+    )?;
+    registry.register(
+        "add",
+        MethodSpec::query()
+            .timeout(timeout)
+            .description("Adds two numbers: {\"a\": 1, \"b\": 2} → 3. The smallest MCP tool to try.")
+            .params_schema(json!({
+                "type": "object",
+                "properties": { "a": { "type": "number" }, "b": { "type": "number" } },
+                "required": ["a", "b"]
+            })),
+        typed(|_ctx: Context, p: AddParams| async move { arith(&p.a, &p.b, i64::checked_add, |x, y| x + y) }),
     )?;
     registry.register(
         "get_data",

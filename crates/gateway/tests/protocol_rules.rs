@@ -860,9 +860,22 @@ async fn rpc_discover_returns_an_openrpc_document_from_the_registry() {
     assert_eq!(find("counter.get")["x-kind"], "query");
     assert_eq!(find("update")["x-notification-allowed"], true);
     assert_eq!(find("sum")["x-notification-allowed"], false);
-    for name in ["subtract", "sum", "get_data", "notify_hello", "notify_sum", "demo.sleep", "demo.flaky"] {
+    for name in
+        ["subtract", "sum", "add", "get_data", "notify_hello", "notify_sum", "demo.sleep", "demo.flaky"]
+    {
         find(name);
     }
+}
+
+#[tokio::test]
+async fn demo_add_takes_an_object_and_checks_its_schema() {
+    let s = TestServer::start().await;
+    let v = s.call(json!({"jsonrpc":"2.0","method":"add","params":{"a":1,"b":2},"id":1})).await;
+    assert_eq!(v["result"], 3, "{v}");
+    let v = s.call(json!({"jsonrpc":"2.0","method":"add","params":{"a":1.5,"b":2},"id":2})).await;
+    assert_eq!(v["result"], 3.5, "{v}");
+    let v = s.call(json!({"jsonrpc":"2.0","method":"add","params":{"a":1},"id":3})).await;
+    assert_eq!(v["error"]["code"], -32602, "b is required: {v}");
 }
 
 #[tokio::test]
