@@ -10,11 +10,11 @@
 use std::sync::Arc;
 
 use oncerpc_core::{Dispatcher, IdempotencyInfo, Kind, RequestMeta};
-use oncerpc_protocol::{Id, Outcome, RawValue, Request, RpcError};
-use serde_json::{Map, Value, json};
+use oncerpc_protocol::{ErrorCode, Id, Outcome, RawValue, Request, RpcError};
+use serde_json::Value;
 
 use crate::cancel::Inflight;
-use crate::{Outbox, Session, Tools, params_object};
+use crate::{Outbox, Session, Tools};
 
 /// `_meta` member carrying the idempotency key, on calls and on results.
 pub const META_KEY: &str = "io.oncerpc/idempotency-key";
@@ -62,6 +62,33 @@ pub(crate) struct Prepared<'t> {
     pub meta: RequestMeta,
 }
 
+/// The members of `tools/call` params this door reads, as raw JSON: one pass over the
+/// params, and the arguments passed on byte for byte (no tree built and printed again).
+#[derive(serde::Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+}
+
+/// The members of a call's `_meta` this door reads.
+#[derive(serde::Deserialize)]
+struct CallMeta<'a> {
+    #[serde(rename = "io.oncerpc/idempotency-key", borrow)]
+    key: Option<&'a RawValue>,
+    #[serde(rename = "io.oncerpc/force-retry", borrow)]
+    force_retry: Option<&'a RawValue>,
+    #[serde(rename = "progressToken", borrow)]
+    progress_token: Option<&'a RawValue>,
+}
+
+fn starts_with(raw: &RawValue, c: char) -> bool {
+    raw.get().trim_start().starts_with(c)
+}
+
 /// Read a `tools/call` request (see the module's notes on keys).
 pub(crate) fn prepare<'t>(
     tools: &'t Tools,
@@ -70,32 +97,60 @@ pub(crate) fn prepare<'t>(
     session: &Session,
     outbox: Option<&Outbox>,
 ) -> Result<Prepared<'t>, RpcError> {
-    let mut params = params_object(req)?;
-    let name = match params.get("name") {
-        Some(Value::String(n)) => n.clone(),
-        _ => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
+    let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
+    let params: CallParams<'_> = match req.params {
+        None => CallParams { name: None, arguments: None, meta: None },
+        Some(raw) if starts_with(raw, '{') => serde_json::from_str(raw.get())
+            .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?,
+        Some(_) => return Err(not_object()),
+    };
+    let name: String = match params.name.filter(|n| starts_with(n, '"')) {
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|_| RpcError::invalid_params("tools/call needs the tool's name"))?,
+        None => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
     let Some(tool) = tools.get(&name) else {
         return Err(RpcError::invalid_params(format!("Unknown tool: {}", oncerpc_core::LogSafe(&name))));
     };
-    let arguments = match params.remove("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(a @ Value::Object(_)) => a,
+    let arguments = match params.arguments {
+        None => RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?,
+        Some(a) if a.get().trim() == "null" => {
+            RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?
+        }
+        Some(a) if starts_with(a, '{') => a.to_owned(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
     };
-    let meta = params.get("_meta").and_then(Value::as_object);
-    let key = match meta.and_then(|m| m.get(META_KEY)) {
-        None | Some(Value::Null) => session.key_header.clone(),
-        Some(Value::String(k)) if session.key_header.as_deref().is_some_and(|h| h != k) => {
+    let meta: Option<CallMeta<'_>> = match params.meta.filter(|m| starts_with(m, '{')) {
+        Some(raw) => Some(
+            serde_json::from_str(raw.get())
+                .map_err(|e| RpcError::invalid_params(format!("invalid _meta: {e}")))?,
+        ),
+        None => None,
+    };
+    let meta_key = match meta.as_ref().and_then(|m| m.key) {
+        None => None,
+        Some(raw) if raw.get().trim() == "null" => None,
+        Some(raw) if starts_with(raw, '"') => Some(
+            serde_json::from_str::<String>(raw.get())
+                .map_err(|_| RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string")))?,
+        ),
+        Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
+    };
+    let key = match meta_key {
+        None => session.key_header.clone(),
+        Some(k) if session.key_header.as_deref().is_some_and(|h| h != k) => {
             return Err(RpcError::invalid_params(format!(
                 "invalid idempotency key: _meta[\"{META_KEY}\"] and the Idempotency-Key header differ"
             )));
         }
-        Some(Value::String(k)) => Some(Arc::from(k.as_str())),
-        Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
+        Some(k) => Some(Arc::from(k)),
     };
-    let force_retry = meta.and_then(|m| m.get(META_FORCE)).and_then(Value::as_bool).unwrap_or(false);
-    let token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+    let force_retry = meta.as_ref().and_then(|m| m.force_retry).is_some_and(|f| f.get().trim() == "true");
+    let token = meta
+        .as_ref()
+        .and_then(|m| m.progress_token)
+        .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
+        .filter(|t| t.is_string() || t.is_number());
     let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
     let meta = RequestMeta {
         tenant: session.tenant.clone(),
@@ -106,7 +161,6 @@ pub(crate) fn prepare<'t>(
         key_headers: session.key_headers.clone(),
         ..RequestMeta::default()
     };
-    let arguments = RawValue::from_string(arguments.to_string()).map_err(RpcError::internal)?;
     Ok(Prepared { name, tool, arguments, meta })
 }
 
@@ -115,33 +169,51 @@ pub(crate) fn prepare<'t>(
 /// text and `{code, message, data}` as `structuredContent`. The result's bytes are kept: a
 /// duplicate's content is the stored result, byte for byte.
 pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str) -> String {
-    let mut meta = Map::new();
-    if let Some(info) = info {
-        meta.insert(META_KEY.into(), json!(&*info.key));
-        meta.insert(META_STATUS.into(), json!(info.status.as_str()));
-    }
-    meta.insert(META_CORRELATION.into(), json!(cid));
-    let meta = Value::Object(meta).to_string();
+    // Written straight into one buffer: this is every call's answer.
+    let mut out = Vec::with_capacity(256);
+    let text = |out: &mut Vec<u8>, s: &str| {
+        // Writing a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
+    };
+    out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
     match outcome {
         Outcome::Result(raw) => {
-            let text = raw.get();
-            let quoted = serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into());
-            let structured = if text.trim_start().starts_with('{') {
-                text.to_owned()
+            let result = raw.get();
+            text(&mut out, result);
+            out.extend_from_slice(br#"}],"structuredContent":"#);
+            if result.trim_start().starts_with('{') {
+                out.extend_from_slice(result.as_bytes());
             } else {
-                format!(r#"{{"result":{text}}}"#)
-            };
-            format!(
-                r#"{{"content":[{{"type":"text","text":{quoted}}}],"structuredContent":{structured},"isError":false,"_meta":{meta}}}"#
-            )
+                out.extend_from_slice(br#"{"result":"#);
+                out.extend_from_slice(result.as_bytes());
+                out.push(b'}');
+            }
+            out.extend_from_slice(br#","isError":false"#);
         }
         Outcome::Error(e) => {
-            let error = e.to_json();
-            let text = serde_json::to_string(&e.message).unwrap_or_else(|_| "\"\"".into());
-            format!(
-                r#"{{"content":[{{"type":"text","text":{text}}}],"structuredContent":{},"isError":true,"_meta":{meta}}}"#,
-                error.get()
-            )
+            text(&mut out, &e.message);
+            out.extend_from_slice(br#"}],"structuredContent":"#);
+            out.extend_from_slice(e.to_json().get().as_bytes());
+            out.extend_from_slice(br#","isError":true"#);
         }
     }
+    // `_meta`, its members in name order.
+    out.extend_from_slice(br#","_meta":{""#);
+    out.extend_from_slice(META_CORRELATION.as_bytes());
+    out.extend_from_slice(br#"":"#);
+    text(&mut out, cid);
+    if let Some(info) = info {
+        out.extend_from_slice(br#",""#);
+        out.extend_from_slice(META_KEY.as_bytes());
+        out.extend_from_slice(br#"":"#);
+        text(&mut out, &info.key);
+        out.extend_from_slice(br#",""#);
+        out.extend_from_slice(META_STATUS.as_bytes());
+        out.extend_from_slice(br#"":""#);
+        out.extend_from_slice(info.status.as_str().as_bytes());
+        out.push(b'"');
+    }
+    out.extend_from_slice(b"}}");
+    // Only JSON text and valid UTF-8 went in.
+    String::from_utf8(out).unwrap_or_default()
 }

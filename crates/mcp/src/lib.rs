@@ -65,7 +65,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use oncerpc_core::Dispatcher;
-use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
+use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
 use serde_json::{Value, json};
 
 pub use metrics::McpMetrics;
@@ -343,12 +343,11 @@ pub(crate) fn params_object(req: &Request<'_>) -> Result<serde_json::Map<String,
     }
 }
 
+/// The answer to request `id`: `result` is JSON text this crate wrote (tool results, tool
+/// pages, discover), so it goes in as it is, not parsed again.
 pub(crate) fn result_answer(id: Id<'_>, result: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(result.len() + 48);
-    match RawValue::from_string(result.to_owned()) {
-        Ok(raw) => oncerpc_protocol::write_result(&mut out, Some(id), &raw),
-        Err(e) => oncerpc_protocol::write_error(&mut out, Some(id), &RpcError::internal(e)),
-    }
+    oncerpc_protocol::write_result_text(&mut out, Some(id), result);
     out
 }
 

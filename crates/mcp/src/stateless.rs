@@ -30,12 +30,11 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use oncerpc_core::LogSafe;
-use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
+use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
 
 use crate::{
-    McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, params_object, result_answer,
-    tasks,
+    McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, result_answer, tasks,
 };
 
 /// The stateless revisions served.
@@ -332,8 +331,14 @@ impl McpServer {
         let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| self.tools.get(n)) else {
             return Ok(());
         };
-        let arguments = params.get("arguments").unwrap_or(&Value::Null);
-        for (header, path) in header_params(&tool.json["inputSchema"]) {
+        let wanted = header_params(&tool.json["inputSchema"]);
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        // Only a tool with header parameters needs its arguments read here.
+        let arguments = arguments_value(req);
+        let arguments = &arguments;
+        for (header, path) in wanted {
             let lower = header.to_ascii_lowercase();
             let sent = headers.params.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v);
             let given = path.iter().try_fold(arguments, |v, key| v.get(key)).filter(|v| !v.is_null());
@@ -363,10 +368,42 @@ impl McpServer {
 /// A stateless request's params, once `_meta` and the HTTP headers are checked: `_meta`
 /// first (`-32602`), then the headers against the body (`-32020`), then the version
 /// (`-32022`).
+/// A request's params as an object (`{}` when absent), every member read but `arguments`,
+/// which the call passes on as it came (its tree is only built where a header needs it):
+/// the members a stateless request is checked and routed by, in one pass.
+fn params_but_arguments(req: &Request<'_>) -> Result<Map<String, Value>, RpcError> {
+    let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
+    let Some(raw) = req.params else { return Ok(Map::new()) };
+    if !raw.get().trim_start().starts_with('{') {
+        return Err(not_object());
+    }
+    let members: std::collections::BTreeMap<std::borrow::Cow<'_, str>, &RawValue> =
+        serde_json::from_str(raw.get()).map_err(|_| not_object())?;
+    let mut params = Map::new();
+    for (name, value) in members {
+        if name != "arguments" {
+            params.insert(name.into_owned(), serde_json::from_str(value.get()).map_err(|_| not_object())?);
+        }
+    }
+    Ok(params)
+}
+
+/// A `tools/call`'s arguments as a tree (`null` when absent or unreadable).
+fn arguments_value(req: &Request<'_>) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Arguments {
+        arguments: Option<Value>,
+    }
+    req.params
+        .and_then(|p| serde_json::from_str::<Arguments>(p.get()).ok())
+        .and_then(|a| a.arguments)
+        .unwrap_or(Value::Null)
+}
+
 fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Map<String, Value>, Refused> {
     const NEEDED: &str = "params._meta must carry io.modelcontextprotocol/protocolVersion (a string) and \
         io.modelcontextprotocol/clientCapabilities (an object) on every 2026-07-28 request";
-    let params = params_object(req).map_err(|e| Refused::new(Refusal::Meta, e))?;
+    let params = params_but_arguments(req).map_err(|e| Refused::new(Refusal::Meta, e))?;
     let meta = params.get("_meta").and_then(Value::as_object).ok_or_else(|| Refused::meta(NEEDED))?;
     let version =
         meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str).ok_or_else(|| Refused::meta(NEEDED))?;

@@ -36,5 +36,5 @@ mod response;
 pub use error::{ErrorCode, RpcError};
 pub use key::{KeyFormatError, check_key};
 pub use request::{Entry, Id, MAX_DEPTH, Message, Request, check_depth, parse, parse_str};
-pub use response::{Outcome, error_body, write_error, write_outcome, write_result};
+pub use response::{Outcome, error_body, write_error, write_outcome, write_result, write_result_text};
 pub use serde_json::value::RawValue;

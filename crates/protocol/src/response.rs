@@ -40,8 +40,14 @@ impl Outcome {
 
 /// `{"jsonrpc":"2.0","result":…,"id":…}`
 pub fn write_result(out: &mut Vec<u8>, id: Option<Id<'_>>, result: &RawValue) {
+    write_result_text(out, id, result.get());
+}
+
+/// [`write_result`] of a result that is JSON text already (the caller wrote it: nothing
+/// checks it again).
+pub fn write_result_text(out: &mut Vec<u8>, id: Option<Id<'_>>, result: &str) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"result\":");
-    out.extend_from_slice(result.get().as_bytes());
+    out.extend_from_slice(result.as_bytes());
     write_id_and_close(out, id);
 }
 

@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{Message, Outcome, RawValue, RpcError};
-use tracing::Instrument;
 
 pub(crate) use handler::run_handler;
 use ids::correlation_id;
@@ -189,19 +188,16 @@ impl Dispatcher {
         meta: &RequestMeta,
     ) -> (Outcome, Option<IdempotencyInfo>, Arc<str>) {
         let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
-        // The request's context for every line logged while it runs; its own details are on
-        // its one access line (`observe`).
-        let span = tracing::info_span!("call", correlation_id = %cid);
         let started = Instant::now();
-        let run = async {
-            let Some(m) = self.registry.get(method) else {
-                let outcome = Outcome::Error(RpcError::method_not_found());
-                self.observe(method, &cid, None, meta, &outcome, None, started.elapsed(), None);
-                return (outcome, None);
-            };
-            self.execute_observed(m, params, cid.clone(), meta, None, started).await
+        let Some(m) = self.registry.get(method) else {
+            let outcome = Outcome::Error(RpcError::method_not_found());
+            self.observe(method, &cid, None, meta, &outcome, None, started.elapsed(), None);
+            return (outcome, None, cid);
         };
-        let (outcome, info) = run.instrument(span).await;
+        // No span of its own, as on /rpc: an execution that starts has one (with the
+        // correlation id, in its spawned tasks too), and a query's or a duplicate's details are
+        // on its one access line.
+        let (outcome, info) = self.execute_observed(m, params, cid.clone(), meta, None, started).await;
         (outcome, info, cid)
     }
 

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use oncerpc_mcp::RequestHeaders;
 use oncerpc_mcp::stateless::Status;
@@ -34,10 +34,13 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
     // client takes them; the first notification decides (crate::sse).
     let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
     let outbox = crate::sse::accepted(headers).then_some(outbox);
-    let (state, owned) = (st.clone(), headers.clone());
+    // The headers the request is checked against, kept by the answer (a HeaderValue is a
+    // shared buffer: no copy of the request's headers).
+    let owned = Owned::from(headers);
+    let state = st.clone();
     let mut answering = Box::pin(async move {
         let door = state.mcp.as_ref().expect("the MCP door is on");
-        let checked = request_headers(&owned);
+        let checked = owned.borrowed();
         door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
     });
     let answer = tokio::select! {
@@ -65,19 +68,37 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
 }
 
 /// The headers checked against the body, as received.
-fn request_headers(headers: &HeaderMap) -> RequestHeaders<'_> {
-    let raw = |name: &str| headers.get(name).map(|v| v.as_bytes());
-    RequestHeaders {
-        protocol_version: raw(VERSION_HEADER),
-        method: raw(METHOD_HEADER),
-        name: raw(NAME_HEADER),
-        params: headers
-            .iter()
-            .filter_map(|(name, value)| {
-                // Header names are lowercase here: matched case-insensitively.
-                let param = name.as_str().strip_prefix(PARAM_PREFIX)?;
-                Some((param.to_owned(), value.as_bytes()))
-            })
-            .collect(),
+/// The MCP headers of a request, owned.
+struct Owned {
+    protocol_version: Option<HeaderValue>,
+    method: Option<HeaderValue>,
+    name: Option<HeaderValue>,
+    params: Vec<(String, HeaderValue)>,
+}
+
+impl Owned {
+    fn from(headers: &HeaderMap) -> Owned {
+        Owned {
+            protocol_version: headers.get(VERSION_HEADER).cloned(),
+            method: headers.get(METHOD_HEADER).cloned(),
+            name: headers.get(NAME_HEADER).cloned(),
+            params: headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    // Header names are lowercase here: matched case-insensitively.
+                    let param = name.as_str().strip_prefix(PARAM_PREFIX)?;
+                    Some((param.to_owned(), value.clone()))
+                })
+                .collect(),
+        }
+    }
+
+    fn borrowed(&self) -> RequestHeaders<'_> {
+        RequestHeaders {
+            protocol_version: self.protocol_version.as_ref().map(HeaderValue::as_bytes),
+            method: self.method.as_ref().map(HeaderValue::as_bytes),
+            name: self.name.as_ref().map(HeaderValue::as_bytes),
+            params: self.params.iter().map(|(n, v)| (n.clone(), v.as_bytes())).collect(),
+        }
     }
 }
