@@ -10,7 +10,7 @@
 //!   ([`call`]), keys, `new|duplicate` and `isError` results alike. Every result
 //!   carries `resultType: "complete"`. With the tasks extension declared, a command's call is
 //!   a task on the event store, and `tasks/get|update|cancel` read and cancel it
-//!   ([`tasks`](crate::tasks); `-32021` without the extension). Any other method
+//!   ([`tasks`]; `-32021` without the extension). Any other method
 //!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, resources, prompts, …) is
 //!   `-32601`.
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
