@@ -120,20 +120,24 @@ fn init_logging() {
     let _ = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter).try_init();
 }
 
-pub fn call(args: CallArgs) -> ExitCode {
+/// What `call` and `flow` start with: logging, the JSON they send, a runtime and the client;
+/// an exit code when one of them cannot be had.
+fn start(
+    json: Option<&str>,
+    target: &Target,
+) -> Result<(Option<serde_json::Value>, tokio::runtime::Runtime, Client), ExitCode> {
     init_logging();
-    let params = match parse_json(args.params.as_deref()) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
+    let json = parse_json(json)?;
+    let rt = runtime()?;
+    let client = target.client().map_err(|e| fail(&e))?;
+    Ok((json, rt, client))
+}
+
+pub fn call(args: CallArgs) -> ExitCode {
     let t = &args.target;
-    let client = match t.client() {
-        Ok(c) => c,
-        Err(e) => return fail(&e),
+    let (params, rt, client) = match start(args.params.as_deref(), t) {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let call = if args.query {
         client.query::<Box<RawValue>>(&args.method, params)
@@ -152,19 +156,10 @@ pub fn call(args: CallArgs) -> ExitCode {
 }
 
 pub fn flow(args: FlowArgs) -> ExitCode {
-    init_logging();
-    let body = match parse_json(args.body.as_deref()) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
     let t = &args.target;
-    let client = match t.client() {
-        Ok(c) => c,
-        Err(e) => return fail(&e),
+    let (body, rt, client) = match start(args.body.as_deref(), t) {
+        Ok(started) => started,
+        Err(code) => return code,
     };
     let mut flow = client.flow(&args.flow, body);
     flow = match t.key() {
