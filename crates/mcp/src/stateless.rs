@@ -242,8 +242,11 @@ impl McpServer {
             "tools/list" => {
                 crate::cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(|page| cacheable(&page))
             }
-            "tools/call" if !matches!(tasks::route(&self.tools, &params), tasks::Route::Sync) => {
-                match tasks::route(&self.tools, &params) {
+            "tools/call"
+                if let route @ (tasks::Route::Task | tasks::Route::Refused(_)) =
+                    tasks::route(&self.tools, &params) =>
+            {
+                match route {
                     tasks::Route::Refused(e) => Err(e),
                     _ => match tasks::create(&self.dispatcher, &self.tools, &req, id, &session).await {
                         Ok((r, e)) => {
@@ -331,7 +334,7 @@ impl McpServer {
         let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| self.tools.get(n)) else {
             return Ok(());
         };
-        let wanted = header_params(&tool.json["inputSchema"]);
+        let wanted = &tool.header_params;
         if wanted.is_empty() {
             return Ok(());
         }
@@ -342,7 +345,7 @@ impl McpServer {
             let lower = header.to_ascii_lowercase();
             let sent = headers.params.iter().find(|(n, _)| *n == lower).map(|(_, v)| *v);
             let given = path.iter().try_fold(arguments, |v, key| v.get(key)).filter(|v| !v.is_null());
-            let shown = LogSafe(&header);
+            let shown = LogSafe(header);
             let malformed = || Refused::header(format!("Header mismatch: Mcp-Param-{shown} is malformed"));
             match (given, sent) {
                 // Not in the call: not expected, but one sent must still be a valid value.
@@ -496,27 +499,6 @@ fn same_value(text: &str, value: &Value) -> bool {
     }
 }
 
-/// The `x-mcp-header` annotations of an input schema: the header's `{Name}` and the argument's
-/// path, for properties reached through `properties` only (the revision's rule).
-fn header_params(schema: &Value) -> Vec<(String, Vec<String>)> {
-    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
-        let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
-        for (key, prop) in props {
-            path.push(key.clone());
-            if let Some(name) = prop.get("x-mcp-header").and_then(Value::as_str) {
-                out.push((name.to_owned(), path.clone()));
-            }
-            if path.len() < 16 {
-                walk(prop, path, out);
-            }
-            path.pop();
-        }
-    }
-    let mut out = Vec::new();
-    walk(schema, &mut Vec::new(), &mut out);
-    out
-}
-
 /// A result of this revision: `resultType: "complete"` first, then the result's own members
 /// (kept byte for byte: a duplicate's content is the stored result).
 pub(crate) fn complete(result: &str) -> String {
@@ -587,7 +569,7 @@ mod tests {
             "region":{"type":"string","x-mcp-header":"Region"},
             "nested":{"type":"object","properties":{"zone":{"type":"string","x-mcp-header":"Zone"}}},
             "list":{"type":"array","items":{"properties":{"x":{"x-mcp-header":"X"}}}}}});
-        let mut found = header_params(&schema);
+        let mut found = crate::tools::header_params(&schema);
         found.sort();
         assert_eq!(
             found,

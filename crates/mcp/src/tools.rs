@@ -35,6 +35,9 @@ pub struct Tool {
     pub json: Value,
     /// `tasks = "required"`: over `2026-07-28` it runs only as a task ([`crate::tasks`]).
     pub task_required: bool,
+    /// Its `x-mcp-header` arguments: the header's `{Name}` and the argument's path (read once
+    /// here, checked on every stateless call over HTTP).
+    pub header_params: Vec<(String, Vec<String>)>,
 }
 
 /// The tools of one registry, in name order.
@@ -53,10 +56,12 @@ impl Tools {
                 continue;
             }
             tools.by_name.insert(name.to_owned(), tools.list.len());
+            let json = tool_json(name, spec);
             tools.list.push(Tool {
                 name: name.to_owned(),
                 kind: spec.kind,
-                json: tool_json(name, spec),
+                header_params: header_params(&json["inputSchema"]),
+                json,
                 task_required: spec.tool.task_required && spec.kind == Kind::Command,
             });
         }
@@ -138,6 +143,27 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
         tool["outputSchema"] = s.clone();
     }
     tool
+}
+
+/// The `x-mcp-header` annotations of an input schema: the header's `{Name}` and the argument's
+/// path, for properties reached through `properties` only (the revision's rule).
+pub(crate) fn header_params(schema: &Value) -> Vec<(String, Vec<String>)> {
+    fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
+        for (key, prop) in props {
+            path.push(key.clone());
+            if let Some(name) = prop.get("x-mcp-header").and_then(Value::as_str) {
+                out.push((name.to_owned(), path.clone()));
+            }
+            if path.len() < 16 {
+                walk(prop, path, out);
+            }
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut Vec::new(), &mut out);
+    out
 }
 
 #[cfg(test)]
