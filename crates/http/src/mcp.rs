@@ -107,15 +107,11 @@ pub(crate) async fn post(
             return refuse(door, "no_session", StatusCode::BAD_REQUEST, message);
         }
     };
-    // A call that sends notifications while it runs answers as server-sent events, if the
-    // client takes them; the first notification decides (crate::sse).
-    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
-    let outbox = crate::sse::accepted(&headers).then_some(outbox);
     session.key_header = request.idempotency_key;
     session.key_headers = request.key_headers;
     let state = st.clone();
     let level = session.log_level.clone();
-    let mut answering = Box::pin(async move {
+    let answering = |outbox| async move {
         let door = state.mcp.as_ref().expect("the MCP door is on");
         let answer = door.server.answer_with(&bytes, &mut session, outbox).await;
         if let (Some(token), Some(set)) = (&token, &session.log_level)
@@ -124,19 +120,11 @@ pub(crate) async fn post(
             door.sessions.tokens().set_log_level(token, set);
         }
         (answer, session)
-    });
-    let (answer, session) = tokio::select! {
-        biased;
-        Some(first) = notes.recv() => {
-            let rest = async move { answering.await.0.body };
-            return crate::sse::streaming(first, notes, rest);
-        }
-        done = &mut answering => done,
     };
-    if let Ok(first) = notes.try_recv() {
-        let rest = std::iter::from_fn(|| notes.try_recv().ok());
-        return crate::sse::at_once(std::iter::once(first).chain(rest).chain(answer.body));
-    }
+    let (answer, session) = match crate::sse::respond(&headers, answering, |(a, _)| a.body).await {
+        Ok(done) => done,
+        Err(events) => return events,
+    };
     let mut resp = match answer.body {
         Some(body) if answer.refused => crate::json_response(StatusCode::BAD_REQUEST, body, None),
         Some(body) => crate::json_response(StatusCode::OK, body, None),

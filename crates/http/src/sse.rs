@@ -11,6 +11,7 @@ use std::pin::Pin;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use oncerpc_mcp::Outbox;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Whether the request's `Accept` names `text/event-stream`.
@@ -42,8 +43,37 @@ fn response(body: Body) -> Response {
     resp
 }
 
+/// Run an MCP answer with an outbox when the client takes events: `Ok` with what it gave when
+/// it sent no notification (the caller answers one JSON body), `Err` with the answer as a
+/// stream of events when it did (the first notification decides; `body` is the answer's last
+/// event).
+pub(crate) async fn respond<T: Send + 'static, F>(
+    headers: &HeaderMap,
+    answering: impl FnOnce(Option<Outbox>) -> F,
+    body: fn(T) -> Option<Vec<u8>>,
+) -> Result<T, Response>
+where
+    F: Future<Output = T> + Send + 'static,
+{
+    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    let mut answering = Box::pin(answering(accepted(headers).then_some(outbox)));
+    let done = tokio::select! {
+        biased;
+        Some(first) = notes.recv() => {
+            let rest = async move { body(answering.await) };
+            return Err(streaming(first, notes, rest));
+        }
+        done = &mut answering => done,
+    };
+    if let Ok(first) = notes.try_recv() {
+        let rest = std::iter::from_fn(|| notes.try_recv().ok());
+        return Err(at_once(std::iter::once(first).chain(rest).chain(body(done))));
+    }
+    Ok(done)
+}
+
 /// Messages that are all known already (the call finished before the first was read).
-pub(crate) fn at_once(messages: impl IntoIterator<Item = Vec<u8>>) -> Response {
+fn at_once(messages: impl IntoIterator<Item = Vec<u8>>) -> Response {
     let mut out = Vec::new();
     for m in messages {
         out.extend_from_slice(&event(&m));
@@ -53,7 +83,7 @@ pub(crate) fn at_once(messages: impl IntoIterator<Item = Vec<u8>>) -> Response {
 
 /// The call still runs: `first`, then each notification as it comes, then the answer
 /// `answering` gives (none for a notification), then the end of the stream.
-pub(crate) fn streaming<F>(first: Vec<u8>, notes: UnboundedReceiver<Vec<u8>>, answering: F) -> Response
+fn streaming<F>(first: Vec<u8>, notes: UnboundedReceiver<Vec<u8>>, answering: F) -> Response
 where
     F: Future<Output = Option<Vec<u8>>> + Send + 'static,
 {

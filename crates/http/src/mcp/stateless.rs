@@ -30,31 +30,19 @@ pub const NAME_HEADER: &str = "mcp-name";
 pub const PARAM_PREFIX: &str = "mcp-param-";
 
 pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, tenant: Arc<str>) -> Response {
-    // A call that sends notifications while it runs answers as server-sent events, if the
-    // client takes them; the first notification decides (crate::sse).
-    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
-    let outbox = crate::sse::accepted(headers).then_some(outbox);
     // The headers the request is checked against, kept by the answer (a HeaderValue is a
     // shared buffer: no copy of the request's headers).
     let owned = Owned::from(headers);
     let state = st.clone();
-    let mut answering = Box::pin(async move {
+    let answering = |outbox| async move {
         let door = state.mcp.as_ref().expect("the MCP door is on");
         let checked = owned.borrowed();
         door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
-    });
-    let answer = tokio::select! {
-        biased;
-        Some(first) = notes.recv() => {
-            let rest = async move { answering.await.body };
-            return crate::sse::streaming(first, notes, rest);
-        }
-        done = &mut answering => done,
     };
-    if let Ok(first) = notes.try_recv() {
-        let rest = std::iter::from_fn(|| notes.try_recv().ok());
-        return crate::sse::at_once(std::iter::once(first).chain(rest).chain(answer.body));
-    }
+    let answer = match crate::sse::respond(headers, answering, |a| a.body).await {
+        Ok(done) => done,
+        Err(events) => return events,
+    };
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
     match (answer.status, answer.body) {
         (Status::Refused(why), Some(body)) => {
