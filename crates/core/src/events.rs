@@ -189,9 +189,19 @@ impl Dispatcher {
                 // The record may have been made by a sync call: make the event readable.
                 match self.store.get_event(&id).await {
                     Ok(Some(e)) if e.status != EventStatus::Processing => {}
-                    // Finished record, event still marked running: settle it.
+                    // Finished record, event still marked running: settle it, with what the
+                    // record holds now and only when the event is that execution's (or the
+                    // placeholder of token 0). The outcome this claim read may be older than
+                    // the event: a force retry or re-drive that restarted it since is running,
+                    // and its own to finish (settling it with the old failure would show
+                    // `failed` while its key succeeds).
                     Ok(Some(e)) => {
-                        let _ = self.store.finish_event(&id, e.token, &outcome).await;
+                        if let Ok(Some(r)) = self.store.get(&sub.record).await
+                            && let crate::store::RecordState::Done(current) = &r.state
+                            && (e.token == 0 || e.token == r.token)
+                        {
+                            let _ = self.store.finish_event(&id, e.token, current).await;
+                        }
                     }
                     // Created only (token 0): never over an owner's event.
                     Ok(None) => {
