@@ -44,7 +44,7 @@ pub struct Tool {
 #[derive(Debug, Clone, Default)]
 pub struct Tools {
     list: Vec<Tool>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<String, usize, foldhash::fast::RandomState>,
 }
 
 impl Tools {
