@@ -11,6 +11,7 @@ pub mod flow;
 mod limits;
 pub mod logging;
 pub mod mcp;
+pub mod mcp_upstreams;
 pub mod retry;
 pub mod secrets;
 pub mod upstream;
@@ -35,6 +36,10 @@ pub struct App {
     pub demo: Arc<demo::DemoState>,
     /// The listener's TLS (`[tls]`), loaded when the app is built.
     tls: Option<Arc<oncerpc_http::tls::ListenerTls>>,
+    /// Other MCP servers' tools offered on the MCP door (`[[mcp.upstreams]]`).
+    pub external: oncerpc_mcp::External,
+    /// The supervisors of those upstreams (`None`: none configured).
+    pub upstreams: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
 }
 
 impl App {
@@ -52,8 +57,9 @@ impl App {
         let attempts = flow::StepAttempts::new();
         flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?, &attempts)?;
         let store = open_store(&config.store, config.mode).await?;
-        let app = App::with_store(config, registry, demo_state, store)?;
+        let mut app = App::with_store(config, registry, demo_state, store)?;
         app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
+        app.start_upstreams()?;
         Ok(app)
     }
 
@@ -114,7 +120,42 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?,
             ),
         };
-        Ok(App { config, dispatcher, demo, tls })
+        Ok(App { config, dispatcher, demo, tls, external: Default::default(), upstreams: None })
+    }
+
+    /// Connect to the configured MCP upstreams (in the background: their tools appear as each
+    /// connects) and count them in `/metrics`.
+    fn start_upstreams(&mut self) -> Result<(), ConfigError> {
+        let configured = &self.config.mcp.upstreams;
+        if configured.is_empty() {
+            return Ok(());
+        }
+        let lease = Duration::from_millis(self.config.store.lease_ms);
+        for u in configured {
+            let max = u.method_timeout();
+            if lease < max + oncerpc_core::lease_margin(max) {
+                return Err(ConfigError::Invalid(format!(
+                    "store.lease_ms ({}) must exceed mcp.upstreams.{}.timeout_ms by at least {} ms",
+                    self.config.store.lease_ms,
+                    u.name,
+                    (max - Duration::from_millis(u.timeout_ms) + oncerpc_core::lease_margin(max)).as_millis()
+                )));
+            }
+        }
+        let specs = configured.iter().map(|u| u.spec()).collect();
+        let http = upstream::client(&self.config.upstream)?;
+        let upstreams = oncerpc_mcp_upstream::Upstreams::start(
+            specs,
+            self.dispatcher.clone(),
+            self.external.clone(),
+            http,
+        )
+        .map_err(ConfigError::Invalid)?;
+        for c in upstreams.metrics().collectors() {
+            self.dispatcher.metrics().register(c).map_err(ConfigError::Invalid)?;
+        }
+        self.upstreams = Some(Arc::new(upstreams));
+        Ok(())
     }
 
     /// The HTTP router of this app.
@@ -140,6 +181,7 @@ impl App {
                 mcp_enabled: cfg.mcp.enabled,
                 mcp_session_secret: cfg.mcp.session_secret.clone(),
                 mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
+                mcp_external: self.external.clone(),
             },
         )
     }

@@ -127,6 +127,9 @@ pub struct HttpConfig {
     pub mcp_session_secret: Option<String>,
     /// How long an MCP session may go unused before it ends (`mcp.session_idle_secs`).
     pub mcp_session_idle: Duration,
+    /// Other MCP servers' tools offered on `/mcp` (`[[mcp.upstreams]]`), and their state for
+    /// `/healthz`.
+    pub mcp_external: oncerpc_mcp::External,
 }
 
 impl Default for HttpConfig {
@@ -142,6 +145,7 @@ impl Default for HttpConfig {
             mcp_enabled: true,
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
+            mcp_external: oncerpc_mcp::External::default(),
         }
     }
 }
@@ -193,7 +197,8 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     let _ = door_metrics.register(Box::new(event_api.clone()));
     let mcp = config.mcp_enabled.then(|| {
         let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
-        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle)
+        let external = config.mcp_external.clone();
+        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external)
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);
@@ -489,11 +494,15 @@ pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
 async fn healthz(State(st): State<Arc<AppState>>) -> Response {
     let store = st.dispatcher.store();
     match store.ping().await {
-        Ok(()) => json_response(
-            StatusCode::OK,
-            serde_json::json!({"status": "ok", "store": store.name()}).to_string(),
-            None,
-        ),
+        Ok(()) => {
+            let mut body = serde_json::json!({"status": "ok", "store": store.name()});
+            // Each MCP upstream's state: shown, not part of the status (a gateway whose
+            // upstream is down still serves everything else; its tools answer -32006).
+            if let Some(upstreams) = st.config.mcp_external.health() {
+                body["mcp_upstreams"] = upstreams;
+            }
+            json_response(StatusCode::OK, body.to_string(), None)
+        }
         // SPEC §12: the error text (addresses, OS errors) goes to the log, never to a client.
         Err(e) => {
             tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");

@@ -37,9 +37,18 @@ pub async fn call(
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
     let Prepared { name, tool, arguments, meta: request } = prepare(tools, req, id, session, outbox)?;
-    let calling = dispatcher.call(&name, Some(&arguments), &request);
+    let external = match &tool {
+        Target::External(t) => Some(t.clone()),
+        Target::Native(_) => None,
+    };
+    let calling = async {
+        match &external {
+            Some(t) => dispatcher.call_external(&t.method, Some(&arguments), &request).await,
+            None => dispatcher.call(&name, Some(&arguments), &request).await,
+        }
+    };
     // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.kind {
+    let registered = match tool.tool().kind {
         Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
         Kind::Command => None,
     };
@@ -50,14 +59,32 @@ pub async fn call(
             Ok(()) = &mut r.cancelled => return Ok(None),
         },
     };
-    Ok(Some((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error())))
+    Ok(Some(match (&outcome, external) {
+        (Outcome::Result(r), Some(_)) => crate::external::result(r.get(), info.as_ref(), &cid),
+        _ => (tool_result(&outcome, info.as_ref(), &cid), outcome.is_error()),
+    }))
+}
+
+/// The tool a call names: one of the registry's, or another server's.
+pub(crate) enum Target<'t> {
+    Native(&'t crate::tools::Tool),
+    External(Arc<crate::ExternalTool>),
+}
+
+impl Target<'_> {
+    pub fn tool(&self) -> &crate::tools::Tool {
+        match self {
+            Target::Native(t) => t,
+            Target::External(t) => &t.tool,
+        }
+    }
 }
 
 /// A `tools/call` request read: the tool, its arguments (the method's params) and the
 /// dispatcher's request (tenant, key, force retry, correlation id, progress).
 pub(crate) struct Prepared<'t> {
     pub name: String,
-    pub tool: &'t crate::tools::Tool,
+    pub tool: Target<'t>,
     pub arguments: Box<RawValue>,
     pub meta: RequestMeta,
 }
@@ -109,8 +136,17 @@ pub(crate) fn prepare<'t>(
             .map_err(|_| RpcError::invalid_params("tools/call needs the tool's name"))?,
         None => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
-    let Some(tool) = tools.get(&name) else {
-        return Err(RpcError::invalid_params(format!("Unknown tool: {}", oncerpc_core::LogSafe(&name))));
+    let tool = match tools.get(&name) {
+        Some(t) => Target::Native(t),
+        None => match tools.external().get(&name) {
+            Some(t) => Target::External(t),
+            None => {
+                return Err(RpcError::invalid_params(format!(
+                    "Unknown tool: {}",
+                    oncerpc_core::LogSafe(&name)
+                )));
+            }
+        },
     };
     let arguments = match params.arguments {
         None => RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?,

@@ -23,15 +23,25 @@ fn skip(what: &str) {
 /// `tests/clients/mcp_client.py` under the Python that has the SDK, with `args`; `None` when
 /// there is no such Python (outside CI).
 pub fn python(args: &[&str]) -> Option<Command> {
+    let mut cmd = Command::new(python_sdk()?);
+    cmd.arg(client_script("mcp_client.py")).args(args);
+    Some(cmd)
+}
+
+/// The Python interpreter that has the MCP SDK; `None` when there is none (outside CI).
+pub fn python_sdk() -> Option<String> {
     let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
     let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
     if !has_sdk {
         skip("the MCP Python SDK (pip package mcp)");
         return None;
     }
-    let mut cmd = Command::new(python);
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")).args(args);
-    Some(cmd)
+    Some(python)
+}
+
+/// A script of `tests/clients`.
+pub fn client_script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name)
 }
 
 /// The directory holding the conformance suite, the TypeScript SDK and Node 22.
