@@ -55,11 +55,19 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         let attempts = flow::StepAttempts::new();
-        flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?, &attempts)?;
+        let mcp = mcp_upstreams::upstreams(&config)?;
+        let client = upstream::client(&config.upstream)?;
+        flow::register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
         let store = open_store(&config.store, config.mode).await?;
         let mut app = App::with_store(config, registry, demo_state, store)?;
         app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
-        app.start_upstreams()?;
+        if let Some(upstreams) = mcp {
+            for c in upstreams.metrics().collectors() {
+                app.dispatcher.metrics().register(c).map_err(ConfigError::Invalid)?;
+            }
+            upstreams.start(app.dispatcher.clone(), app.external.clone(), client);
+            app.upstreams = Some(upstreams);
+        }
         Ok(app)
     }
 
@@ -121,41 +129,6 @@ impl App {
             ),
         };
         Ok(App { config, dispatcher, demo, tls, external: Default::default(), upstreams: None })
-    }
-
-    /// Connect to the configured MCP upstreams (in the background: their tools appear as each
-    /// connects) and count them in `/metrics`.
-    fn start_upstreams(&mut self) -> Result<(), ConfigError> {
-        let configured = &self.config.mcp.upstreams;
-        if configured.is_empty() {
-            return Ok(());
-        }
-        let lease = Duration::from_millis(self.config.store.lease_ms);
-        for u in configured {
-            let max = u.method_timeout();
-            if lease < max + oncerpc_core::lease_margin(max) {
-                return Err(ConfigError::Invalid(format!(
-                    "store.lease_ms ({}) must exceed mcp.upstreams.{}.timeout_ms by at least {} ms",
-                    self.config.store.lease_ms,
-                    u.name,
-                    (max - Duration::from_millis(u.timeout_ms) + oncerpc_core::lease_margin(max)).as_millis()
-                )));
-            }
-        }
-        let specs = configured.iter().map(|u| u.spec()).collect();
-        let http = upstream::client(&self.config.upstream)?;
-        let upstreams = oncerpc_mcp_upstream::Upstreams::start(
-            specs,
-            self.dispatcher.clone(),
-            self.external.clone(),
-            http,
-        )
-        .map_err(ConfigError::Invalid)?;
-        for c in upstreams.metrics().collectors() {
-            self.dispatcher.metrics().register(c).map_err(ConfigError::Invalid)?;
-        }
-        self.upstreams = Some(Arc::new(upstreams));
-        Ok(())
     }
 
     /// The HTTP router of this app.

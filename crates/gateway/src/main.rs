@@ -132,6 +132,7 @@ fn main() -> ExitCode {
             {
                 Ok(cfg) => {
                     print_summary(&cfg);
+                    oncerpc::mcp_upstreams::print_upstreams(&cfg);
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -156,3 +156,126 @@ pub fn check(upstreams: &[UpstreamConfig]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The configured upstreams, not yet connected (`None`: none configured). `store.lease_ms`
+/// must outlive each one's method deadline, as every method's (SPEC §3).
+pub fn upstreams(
+    config: &crate::Config,
+) -> Result<Option<std::sync::Arc<oncerpc_mcp_upstream::Upstreams>>, crate::ConfigError> {
+    let configured = &config.mcp.upstreams;
+    if configured.is_empty() {
+        return Ok(None);
+    }
+    let lease = Duration::from_millis(config.store.lease_ms);
+    for u in configured {
+        let max = u.method_timeout();
+        if lease < max + oncerpc_core::lease_margin(max) {
+            return Err(crate::ConfigError::Invalid(format!(
+                "store.lease_ms ({}) must exceed mcp.upstreams.{}.timeout_ms by at least {} ms",
+                config.store.lease_ms,
+                u.name,
+                (max - Duration::from_millis(u.timeout_ms) + oncerpc_core::lease_margin(max)).as_millis()
+            )));
+        }
+    }
+    let specs = configured.iter().map(UpstreamConfig::spec).collect();
+    let upstreams = oncerpc_mcp_upstream::Upstreams::new(specs).map_err(crate::ConfigError::Invalid)?;
+    Ok(Some(std::sync::Arc::new(upstreams)))
+}
+
+/// `[[methods.steps]] mcp = { upstream = "mail", tool = "send_message" }`: the step calls one
+/// tool of an upstream (its own name, without the prefix) with the step's input as arguments.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    pub upstream: String,
+    pub tool: String,
+}
+
+/// A step's output from the upstream's `CallToolResult`: its `structuredContent`, else its
+/// first text parsed as JSON, else that text as a JSON string.
+pub fn step_output(result: &serde_json::Value) -> String {
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        return s.to_string();
+    }
+    let text = result["content"]
+        .as_array()
+        .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
+        .unwrap_or_default();
+    match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+        Ok(raw) => raw.get().to_owned(),
+        Err(_) => serde_json::Value::String(text.to_owned()).to_string(),
+    }
+}
+
+/// A step's `mcp` names a configured upstream, and the step has no `url` too.
+pub fn check_step(config: &crate::Config, step: &McpStep, no_url: bool) -> Result<(), String> {
+    if !no_url {
+        return Err("set exactly one of url and mcp".into());
+    }
+    if !config.mcp.upstreams.iter().any(|u| u.name == step.upstream) {
+        return Err(format!("mcp.upstream {:?} is not in [[mcp.upstreams]]", step.upstream));
+    }
+    if step.tool.is_empty() {
+        return Err("mcp.tool must name a tool".into());
+    }
+    Ok(())
+}
+
+/// `check-config`: each upstream, and what it would export now (it is connected to once; one
+/// that cannot be reached is said so, not a config error: it may be down right now).
+pub fn print_upstreams(config: &crate::Config) {
+    let upstreams = &config.mcp.upstreams;
+    if upstreams.is_empty() {
+        return;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return println!("mcp upstreams: cannot list their tools: {e}"),
+    };
+    let http = crate::upstream::client(&config.upstream).ok();
+    for (i, u) in upstreams.iter().enumerate() {
+        let at = match (&u.url, &u.command) {
+            (Some(url), _) => format!(
+                "url={}",
+                config.shown(&format!("mcp.upstreams[{i}].url"), &oncerpc_core::redact_url(url))
+            ),
+            (None, c) => format!(
+                "command={}",
+                config.shown(&format!("mcp.upstreams[{i}].command"), c.as_deref().unwrap_or(""))
+            ),
+        };
+        println!(
+            "mcp upstream {} {at} prefix={:?} timeout_ms={} max_in_flight={}",
+            u.name, u.prefix, u.timeout_ms, u.max_in_flight
+        );
+        let Some(http) = http.clone() else { continue };
+        match rt.block_on(oncerpc_mcp_upstream::Upstreams::preview(u.spec(), http)) {
+            Ok(tools) => {
+                for (name, kind) in tools {
+                    println!("  tool       {name} ({})", kind.as_str());
+                }
+            }
+            Err(e) => println!(
+                "  (not reachable now: {}; its tools are listed once it is)",
+                oncerpc_core::LogSafe(&e)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_step_output_is_structured_content_else_the_text_as_json_else_the_text() {
+        let structured = json!({"content":[{"type":"text","text":"x"}],"structuredContent":{"id":1}});
+        assert_eq!(step_output(&structured), r#"{"id":1}"#);
+        let json_text = json!({"content":[{"type":"text","text":"{\"id\": 2}"}]});
+        assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
+        let plain = json!({"content":[{"type":"text","text":"sent"}]});
+        assert_eq!(step_output(&plain), r#""sent""#);
+    }
+}

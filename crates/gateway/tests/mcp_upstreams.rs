@@ -349,6 +349,64 @@ async fn oncerpc_killed_after_storing_replays_and_killed_in_flight_retries_with_
     assert_eq!(ran.len(), 2, "run again after the crash, with the same _meta key: {ran:?}");
 }
 
+/// A flow step may call an upstream's tool (`mcp = { upstream, tool }`): its output is the
+/// tool's result (its text parsed as JSON here), the step gets the step key in `_meta`, and the
+/// flow's key makes a retry a duplicate that calls nothing. A step naming an upstream that is
+/// not configured is a config error; `check-config` lists what the upstream would export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_step_calls_an_upstream_tool_once_per_key() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-step");
+    let log = Executions(dir.file("executions.log"));
+    let upstream = HttpUpstream::start(&python, &log).await;
+    let methods = "[[methods]]\nname = \"checkout\"\nkind = \"command\"\n  [[methods.steps]]\n  name = \"pay\"\n  mcp = { upstream = \"pay\", tool = \"charge\" }\n";
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\nurl = \"{url}\"\ntools = [\"balance\"]\n\n{methods}",
+        store = sqlite(&dir),
+        url = upstream.url
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+    let key = unique("flow");
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"checkout","params":{"amount":2,"card":"visa","idempotency_key":key}});
+    let first = http.rpc(body.to_string(), &[]).await;
+    let again = http.rpc(body.to_string(), &[]).await;
+    assert_eq!(first.json()["result"]["charged"], 2, "the tool's text as JSON: {}", first.body);
+    assert_eq!(first.header("x-idempotency-status"), Some("new"));
+    assert_eq!(again.header("x-idempotency-status"), Some("duplicate"));
+    assert_eq!(first.json()["result"], again.json()["result"]);
+    let ran = log.count("charge");
+    assert_eq!(ran, 1, "the step ran once");
+    let step_key = log.lines().into_iter().find(|l| l["tool"] == "charge").unwrap()["key"].clone();
+    let step_key = step_key.as_str().expect("the step key in _meta");
+    assert!(step_key.len() == 64 && step_key != key, "a step key, not the client's: {step_key}");
+
+    // check-config connects once and lists what the upstream would export (the allowlist).
+    let good = dir.file("good.toml");
+    std::fs::write(&good, &config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+        .args(["check-config", &good.display().to_string()])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{listed}");
+    assert!(listed.contains("mcp upstream pay url="), "{listed}");
+    let tools: Vec<&str> = listed.lines().filter(|l| l.trim_start().starts_with("tool ")).collect();
+    assert_eq!(tools.len(), 1, "{listed}");
+    assert!(tools[0].contains("balance (query)"), "{listed}");
+
+    let bad = config.replace("upstream = \"pay\", tool", "upstream = \"nope\", tool");
+    let path = dir.file("bad.toml");
+    std::fs::write(&path, bad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+        .args(["check-config", &path.display().to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("\"nope\" is not in [[mcp.upstreams]]"), "{text}");
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

@@ -71,22 +71,23 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
-    /// Start a supervisor per upstream (inside a tokio runtime). Their tools appear in
-    /// `external` as each connects.
-    pub fn start(
-        specs: Vec<UpstreamSpec>,
-        dispatcher: Arc<Dispatcher>,
-        external: External,
-        http: reqwest::Client,
-    ) -> Result<Upstreams, String> {
+    /// The upstreams of `specs`, not yet connected ([`start`](Self::start) connects them).
+    pub fn new(specs: Vec<UpstreamSpec>) -> Result<Upstreams, String> {
         let metrics = UpstreamMetrics::new();
         let mut links = BTreeMap::new();
         for spec in specs {
             let link = link::Link::new(spec, metrics.clone())?;
-            link.clone().supervise(dispatcher.clone(), external.clone(), http.clone());
             links.insert(link.spec.name.clone(), link);
         }
         Ok(Upstreams { links, metrics })
+    }
+
+    /// Start a supervisor per upstream (inside a tokio runtime). Their tools appear in
+    /// `external` as each connects.
+    pub fn start(&self, dispatcher: Arc<Dispatcher>, external: External, http: reqwest::Client) {
+        for link in self.links.values() {
+            link.clone().supervise(dispatcher.clone(), external.clone(), http.clone());
+        }
     }
 
     /// The counters and gauges (register them where `/metrics` gathers).
@@ -107,6 +108,13 @@ impl Upstreams {
             return Err(call::failed(upstream, "no such upstream"));
         };
         link.call_tool(tool, arguments, key).await
+    }
+
+    /// Connect to `spec`'s upstream once and list what it would export: each tool's name on
+    /// oncerpc's door and kind (`check-config`). The error says why it could not be reached.
+    pub async fn preview(spec: UpstreamSpec, http: reqwest::Client) -> Result<Vec<(String, Kind)>, String> {
+        let link = link::Link::new(spec, UpstreamMetrics::new())?;
+        link.preview(&http).await
     }
 
     /// Stop every supervisor (and the commands they started).

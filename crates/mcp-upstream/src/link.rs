@@ -226,6 +226,27 @@ impl Link {
         }
     }
 
+    /// Connect once, list the tools, and name the allowed ones as they would be exported.
+    pub(crate) async fn preview(
+        &self,
+        http: &reqwest::Client,
+    ) -> Result<Vec<(String, oncerpc_core::Kind)>, String> {
+        let service = self.connect(http).await?;
+        let listed = tokio::time::timeout(self.spec.timeout, service.peer().list_all_tools()).await;
+        let _ = service.cancel().await;
+        let tools = match listed {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
+            Err(_) => return Err("tools/list timed out".into()),
+        };
+        let mut out = Vec::new();
+        for tool in tools.iter().filter_map(|t| serde_json::to_value(t).ok()) {
+            let Some(name) = tool["name"].as_str().filter(|n| self.allow.is_match(n)) else { continue };
+            out.push((format!("{}{name}", self.spec.prefix), crate::export::kind(&self.spec, &tool)));
+        }
+        Ok(out)
+    }
+
     fn report(&self, external: &External, up: bool, error: Option<&str>) {
         let mut state = json!({ "up": up, "tools": external.names(&self.spec.name).len() });
         if let Some(e) = error {
