@@ -143,6 +143,17 @@ async fn post(gw: &Http, body: &Value) -> Value {
     answer.json()["result"].clone()
 }
 
+/// The tool names oncerpc's `tools/list` gives now (`2026-07-28`, first page).
+async fn tool_names(gw: &Http) -> Vec<String> {
+    let body = json!({"jsonrpc":"2.0","id":0,"method":"tools/list","params":{"_meta":{
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
+    let result = post(gw, &body).await;
+    result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
 fn status(result: &Value) -> &str {
     result["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap_or("")
 }
@@ -224,7 +235,7 @@ async fn the_python_sdk_through_oncerpc_runs_an_http_upstreams_command_once_per_
 }
 
 /// A stdio upstream started by oncerpc: the key goes in `_meta` and in the configured
-/// `key_argument`. Killed with `kill -9` while a call is in flight, the caller gets
+/// `key_argument`; a tool it adds later (`notifications/tools/list_changed`) is offered. Killed with `kill -9` while a call is in flight, the caller gets
 /// `-32006` at once (no hang), oncerpc starts it again, and the retry with the same key runs
 /// (the failure was not stored) once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -250,6 +261,19 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     let ran = log.of("charge", Some(&key));
     assert_eq!(ran.len(), 1, "{ran:?}");
     assert_eq!(ran[0]["key_argument"], key.as_str(), "the key in the upstream's own argument too");
+
+    // The upstream adds a tool and says so: oncerpc lists its tools again and offers it.
+    let unlocked = post(&http, &call(9, "pay.unlock_refund", json!({}), &unique("unlock"))).await;
+    assert_eq!(unlocked["isError"], false, "{unlocked}");
+    let mut names = Vec::new();
+    for _ in 0..200 {
+        names = tool_names(&http).await;
+        if names.iter().any(|n| n == "pay.refund") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(names.iter().any(|n| n == "pay.refund"), "list_changed followed: {names:?}");
 
     // Killed mid-call.
     let slow_key = unique("slow");
@@ -405,6 +429,58 @@ async fn a_flow_step_calls_an_upstream_tool_once_per_key() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && text.contains("\"nope\" is not in [[mcp.upstreams]]"), "{text}");
+}
+
+/// An upstream that answers garbage (not MCP, not JSON) is contained: oncerpc starts and
+/// serves, `/healthz` stays `200` and shows it down, `/metrics` counts the failed connections,
+/// and it keeps trying by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_upstream_is_shown_down_and_contained() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let garbage = tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 9\r\n\r\nnot json!")
+                    .await;
+            });
+        }
+    });
+    let dir = TempDir::new("mcp-upstream-garbage");
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"junk\"\nurl = \"http://{addr}/mcp\"\ntimeout_ms = 2000\n",
+        store = sqlite(&dir)
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    let mut failed = 0;
+    for _ in 0..200 {
+        let metrics = http.get("/metrics", &[]).await.body;
+        failed = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("oncerpc_mcp_upstream_connects_total{outcome=\"failed\",upstream=\"junk\"}")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        if failed >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(failed >= 2, "it keeps trying, and each failure is counted");
+    let health = http.get("/healthz", &[]).await;
+    assert_eq!(health.status, 200, "one upstream down does not make the gateway unhealthy");
+    assert_eq!(health.json()["mcp_upstreams"]["junk"]["up"], false, "{}", health.body);
+    let metrics = http.get("/metrics", &[]).await.body;
+    assert!(metrics.contains("oncerpc_mcp_upstream_up{upstream=\"junk\"} 0"), "{metrics}");
+    assert!(tool_names(&http).await.is_empty(), "nothing offered from it");
+    garbage.abort();
 }
 
 unsafe extern "C" {

@@ -151,6 +151,7 @@ impl Link {
             let mut stop = self.stop.subscribe();
             let mut backoff = FIRST_BACKOFF;
             self.report(&external, false, None);
+            self.metrics.set_up(&name, false);
             while !*stop.borrow() {
                 let service = match self.connect(&http).await {
                     Ok(s) => s,

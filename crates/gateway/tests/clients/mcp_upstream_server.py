@@ -10,7 +10,8 @@ really ran. At start it appends {"started": PID}.
 Tools: `charge` (a command: counts), `slow_charge` (a command that logs its start, then
 waits while the file LOG.hold exists, at most 60 s, so that a test can kill a process while
 it is in flight), `declined` (a command whose result is an isError one), `balance`
-(readOnlyHint: a query). The commands take an optional `idempotency_key` argument of their
+(readOnlyHint: a query), `unlock_refund` (adds a `refund` tool and sends
+notifications/tools/list_changed). The commands take an optional `idempotency_key` argument of their
 own, as some servers do (oncerpc's `key_argument`).
 """
 import asyncio
@@ -64,6 +65,19 @@ async def slow_charge(amount: int, ctx: Context, idempotency_key: str | None = N
 def declined(amount: int, ctx: Context, idempotency_key: str | None = None) -> CallToolResult:
     record({"tool": "declined", "amount": amount, "key": seen_key(ctx)})
     return CallToolResult(content=[TextContent(type="text", text="card declined")], isError=True)
+
+
+def refund(amount: int) -> dict:
+    record({"tool": "refund", "amount": amount})
+    return {"refunded": amount}
+
+
+@mcp.tool(description="Offer the refund tool too, and say so (notifications/tools/list_changed).")
+async def unlock_refund(ctx: Context) -> dict:
+    record({"tool": "unlock_refund", "key": seen_key(ctx)})
+    mcp.add_tool(refund, name="refund", description="Refund a charge.")
+    await ctx.session.send_tool_list_changed()
+    return {"unlocked": True}
 
 
 @mcp.tool(description="The balance (read-only).", annotations=ToolAnnotations(readOnlyHint=True))
