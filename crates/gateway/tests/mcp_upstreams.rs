@@ -158,8 +158,8 @@ fn status(result: &Value) -> &str {
     result["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap_or("")
 }
 
-/// The Python SDK's client, through oncerpc, against the Python SDK's server over Streamable
-/// HTTP: a command retried with one key runs once on the upstream, with the key in `_meta`;
+/// The Python SDK's client (and the TypeScript SDK's), through oncerpc, against the Python
+/// SDK's server over Streamable HTTP: a command retried with one key runs once on the upstream, with the key in `_meta`;
 /// the same key with other arguments is refused and runs nothing; 50 identical calls at once
 /// run once; an `isError` result is an outcome, replayed; a read-only tool passes through
 /// without a record; `/healthz` and `/metrics` show the upstream.
@@ -205,6 +205,22 @@ async fn the_python_sdk_through_oncerpc_runs_an_http_upstreams_command_once_per_
         assert!(fine, "each of the 50 has the result or 'in progress': {answer}");
     }
     assert!(seen["many"].as_array().unwrap().iter().any(|a| a["is_error"] == false));
+
+    // The TypeScript SDK's client, the same way.
+    let ts_key = unique("ts");
+    if let Some(ts) =
+        mcp_clients::typescript_script("mcp_upstream_ts_client.mjs", &[&gw.url("/mcp"), &ts_key])
+    {
+        let seen = mcp_clients::summary(ts).await;
+        assert_eq!(
+            (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
+            (Some("new"), Some("duplicate")),
+            "{seen}"
+        );
+        assert_eq!(seen["first"]["text"], seen["again"]["text"], "{seen}");
+        assert_eq!(seen["other"]["structured"]["code"], -32002, "{seen}");
+        assert_eq!(log.of("charge", Some(&ts_key)).len(), 1, "the TypeScript client's charge ran once");
+    }
 
     // The read-only tool: passed through each time, no key, no record.
     assert_eq!(log.count("balance"), 2, "a query runs every time");

@@ -75,11 +75,14 @@ pub fn typescript_2026(args: &[&str]) -> Option<Command> {
 
 /// `tests/clients/mcp_ts_client.mjs` under that Node, with `args`.
 pub fn typescript(args: &[&str]) -> Option<Command> {
+    typescript_script("mcp_ts_client.mjs", args)
+}
+
+/// A TypeScript SDK (session era) script of `tests/clients` under that Node, with `args`.
+pub fn typescript_script(script: &str, args: &[&str]) -> Option<Command> {
     let dir = node_dir()?;
     let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs"))
-        .args(args)
-        .env("NODE_PATH", dir.join("node_modules"));
+    cmd.arg(client_script(script)).args(args).env("NODE_PATH", dir.join("node_modules"));
     Some(cmd)
 }
 
