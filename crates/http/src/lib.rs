@@ -59,6 +59,7 @@
 pub mod auth;
 mod cors;
 mod flows;
+mod health;
 mod mcp;
 mod meta;
 mod rpc;
@@ -227,7 +228,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events", get(flows::list_events))
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
         .route("/openrpc.json", get(openrpc))
         .route("/metrics", get(metrics))
         .with_state(state);
@@ -489,30 +490,6 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
 /// `Retry-After` is whole seconds: rounded up, at least 1.
 pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
-}
-
-async fn healthz(State(st): State<Arc<AppState>>) -> Response {
-    let store = st.dispatcher.store();
-    match store.ping().await {
-        Ok(()) => {
-            let mut body = serde_json::json!({"status": "ok", "store": store.name()});
-            // Each MCP upstream's state: shown, not part of the status (a gateway whose
-            // upstream is down still serves everything else; its tools answer -32006).
-            if let Some(upstreams) = st.config.mcp_external.health() {
-                body["mcp_upstreams"] = upstreams;
-            }
-            json_response(StatusCode::OK, body.to_string(), None)
-        }
-        // SPEC §12: the error text (addresses, OS errors) goes to the log, never to a client.
-        Err(e) => {
-            tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"status": "degraded", "store": store.name()}).to_string(),
-                None,
-            )
-        }
-    }
 }
 
 async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
