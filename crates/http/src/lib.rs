@@ -59,6 +59,7 @@
 pub mod auth;
 mod cors;
 mod flows;
+mod health;
 mod mcp;
 mod meta;
 mod rpc;
@@ -127,6 +128,9 @@ pub struct HttpConfig {
     pub mcp_session_secret: Option<String>,
     /// How long an MCP session may go unused before it ends (`mcp.session_idle_secs`).
     pub mcp_session_idle: Duration,
+    /// Other MCP servers' tools offered on `/mcp` (`[[mcp.upstreams]]`), and their state for
+    /// `/healthz`.
+    pub mcp_external: oncerpc_mcp::External,
 }
 
 impl Default for HttpConfig {
@@ -142,6 +146,7 @@ impl Default for HttpConfig {
             mcp_enabled: true,
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
+            mcp_external: oncerpc_mcp::External::default(),
         }
     }
 }
@@ -193,7 +198,8 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     let _ = door_metrics.register(Box::new(event_api.clone()));
     let mcp = config.mcp_enabled.then(|| {
         let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
-        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle)
+        let external = config.mcp_external.clone();
+        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external)
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);
@@ -222,7 +228,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events", get(flows::list_events))
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
         .route("/openrpc.json", get(openrpc))
         .route("/metrics", get(metrics))
         .with_state(state);
@@ -484,26 +490,6 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
 /// `Retry-After` is whole seconds: rounded up, at least 1.
 pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
-}
-
-async fn healthz(State(st): State<Arc<AppState>>) -> Response {
-    let store = st.dispatcher.store();
-    match store.ping().await {
-        Ok(()) => json_response(
-            StatusCode::OK,
-            serde_json::json!({"status": "ok", "store": store.name()}).to_string(),
-            None,
-        ),
-        // SPEC §12: the error text (addresses, OS errors) goes to the log, never to a client.
-        Err(e) => {
-            tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"status": "degraded", "store": store.name()}).to_string(),
-                None,
-            )
-        }
-    }
 }
 
 async fn openrpc(State(st): State<Arc<AppState>>) -> Response {

@@ -52,9 +52,18 @@ pub(crate) async fn call_read(
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
     let Prepared { name, tool, arguments, meta: request } = prepare_read(tools, params, id, session, outbox)?;
-    let calling = dispatcher.call(&name, Some(&arguments), &request);
+    let external = match &tool {
+        Target::External(t) => Some(t.clone()),
+        Target::Native(_) => None,
+    };
+    let calling = async {
+        match &external {
+            Some(t) => dispatcher.call_external(&t.method, Some(&arguments), &request).await,
+            None => dispatcher.call(&name, Some(&arguments), &request).await,
+        }
+    };
     // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.kind {
+    let registered = match tool.tool().kind {
         Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
         Kind::Command => None,
     };
@@ -66,14 +75,35 @@ pub(crate) async fn call_read(
         },
     };
     let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
-    Ok(Some((write_tool_result(&outcome, info.as_ref(), &cid, complete), outcome.is_error())))
+    Ok(Some(match (&outcome, external) {
+        (Outcome::Result(r), Some(_)) => {
+            let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
+            (if complete { crate::stateless::complete(&result) } else { result }, is_error)
+        }
+        _ => (write_tool_result(&outcome, info.as_ref(), &cid, complete), outcome.is_error()),
+    }))
+}
+
+/// The tool a call names: one of the registry's, or another server's.
+pub(crate) enum Target<'t> {
+    Native(&'t crate::tools::Tool),
+    External(Arc<crate::ExternalTool>),
+}
+
+impl Target<'_> {
+    pub fn tool(&self) -> &crate::tools::Tool {
+        match self {
+            Target::Native(t) => t,
+            Target::External(t) => &t.tool,
+        }
+    }
 }
 
 /// A `tools/call` request read: the tool, its arguments (the method's params) and the
 /// dispatcher's request (tenant, key, force retry, correlation id, progress).
 pub(crate) struct Prepared<'t> {
     pub name: String,
-    pub tool: &'t crate::tools::Tool,
+    pub tool: Target<'t>,
     pub arguments: Box<RawValue>,
     pub meta: RequestMeta,
 }
@@ -187,8 +217,17 @@ fn prepare_read<'t>(
         Some(name) => name.into_owned(),
         None => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
-    let Some(tool) = tools.get(&name) else {
-        return Err(RpcError::invalid_params(format!("Unknown tool: {}", oncerpc_core::LogSafe(&name))));
+    let tool = match tools.get(&name) {
+        Some(t) => Target::Native(t),
+        None => match tools.external().get(&name) {
+            Some(t) => Target::External(t),
+            None => {
+                return Err(RpcError::invalid_params(format!(
+                    "Unknown tool: {}",
+                    oncerpc_core::LogSafe(&name)
+                )));
+            }
+        },
     };
     let arguments = match params.arguments {
         None => RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?,
