@@ -91,6 +91,16 @@ impl UpstreamConfig {
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(format!("mcp.upstreams.{name}.url must be http:// or https://"));
                 }
+                // Credentials go in `headers` (from `${ENV}`), never in the URL: a URL is shown
+                // in logs and errors, a header is not.
+                let authority = url.split_once("://").map_or("", |(_, rest)| rest);
+                let authority = authority.split(['/', '?', '#']).next().unwrap_or("");
+                if authority.contains('@') {
+                    return Err(format!(
+                        "mcp.upstreams.{name}.url must not carry a user or password: \
+                         put the credential in headers, e.g. Authorization = \"Bearer ${{TOKEN}}\""
+                    ));
+                }
             }
             (None, Some(c)) if !c.trim().is_empty() => {}
             _ => return Err(format!("mcp.upstreams.{name}: set exactly one of url and command")),
@@ -277,5 +287,17 @@ mod tests {
         assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
         let plain = json!({"content":[{"type":"text","text":"sent"}]});
         assert_eq!(step_output(&plain), r#""sent""#);
+    }
+
+    #[test]
+    fn an_upstream_url_never_carries_credentials() {
+        let upstream = |url: &str| -> UpstreamConfig {
+            toml::from_str(&format!("name = \"mail\"\nurl = {url:?}")).expect("an upstream")
+        };
+        let refused = upstream("https://bot:s3cret@mail.example/mcp").check().unwrap_err();
+        assert!(refused.contains("must not carry a user or password"), "{refused}");
+        assert!(!refused.contains("s3cret"), "the refusal does not repeat the secret: {refused}");
+        upstream("https://mail.example/mcp?to=a@b.example").check().expect("an @ after the host is no user");
+        upstream("http://127.0.0.1:9000/mcp").check().expect("a plain URL");
     }
 }
