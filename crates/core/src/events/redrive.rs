@@ -35,7 +35,8 @@ impl Dispatcher {
         cid: Arc<str>,
     ) -> Result<IdempotencyStatus, RpcError> {
         match event.status {
-            EventStatus::Failed => {}
+            // A cancelled event's outcome is a failure: a force retry runs it anew.
+            EventStatus::Failed | EventStatus::Cancelled => {}
             EventStatus::Processing => return Ok(IdempotencyStatus::Processing),
             EventStatus::Succeeded => return Err(RpcError::new(ErrorCode::ForceRetryRefused)),
         }
