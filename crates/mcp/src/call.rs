@@ -22,6 +22,8 @@ pub const META_KEY: &str = "io.oncerpc/idempotency-key";
 pub const META_STATUS: &str = "io.oncerpc/idempotency-status";
 /// `_meta` member of a result: the correlation id of the call (in the logs too).
 pub const META_CORRELATION: &str = "io.oncerpc/correlation-id";
+/// `_meta` member of a task's messages (`2025-11-25`): `{"taskId": …}`.
+pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// `_meta` member of a call: force-retry a failed execution.
 pub const META_FORCE: &str = "io.oncerpc/force-retry";
 
@@ -36,7 +38,18 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request } = prepare(tools, req, id, session, outbox)?;
+    run(dispatcher, prepare(tools, req, id, session, outbox)?, id, session, inflight).await
+}
+
+/// Run a prepared `tools/call` inline (see [`call`]).
+pub(crate) async fn run(
+    dispatcher: &Dispatcher,
+    prepared: Prepared<'_>,
+    id: Id<'_>,
+    session: &Session,
+    inflight: &Inflight,
+) -> Result<Option<(String, bool)>, RpcError> {
+    let Prepared { name, tool, arguments, meta: request, .. } = prepared;
     let calling = dispatcher.call(&name, Some(&arguments), &request);
     // A query may be cancelled: it stops. A command runs on and stores its outcome.
     let registered = match tool.kind {
@@ -60,6 +73,8 @@ pub(crate) struct Prepared<'t> {
     pub tool: &'t crate::tools::Tool,
     pub arguments: Box<RawValue>,
     pub meta: RequestMeta,
+    /// `params.task` as sent (the session era's task augmentation, `2025-11-25`), unread.
+    pub task: Option<Box<RawValue>>,
 }
 
 /// The members of `tools/call` params this door reads, as raw JSON: one pass over the
@@ -72,6 +87,8 @@ struct CallParams<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow)]
     meta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    task: Option<&'a RawValue>,
 }
 
 /// The members of a call's `_meta` this door reads.
@@ -99,7 +116,7 @@ pub(crate) fn prepare<'t>(
 ) -> Result<Prepared<'t>, RpcError> {
     let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
     let params: CallParams<'_> = match req.params {
-        None => CallParams { name: None, arguments: None, meta: None },
+        None => CallParams { name: None, arguments: None, meta: None, task: None },
         Some(raw) if starts_with(raw, '{') => serde_json::from_str(raw.get())
             .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?,
         Some(_) => return Err(not_object()),
@@ -161,7 +178,7 @@ pub(crate) fn prepare<'t>(
         key_headers: session.key_headers.clone(),
         ..RequestMeta::default()
     };
-    Ok(Prepared { name, tool, arguments, meta })
+    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned) })
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself
@@ -169,6 +186,21 @@ pub(crate) fn prepare<'t>(
 /// text and `{code, message, data}` as `structuredContent`. The result's bytes are kept: a
 /// duplicate's content is the stored result, byte for byte.
 pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str) -> String {
+    write_tool_result(outcome, info, cid, None)
+}
+
+/// A task's tool result (`tasks/result`, `2025-11-25`): [`tool_result`] whose `_meta` names the
+/// task (`io.modelcontextprotocol/related-task`), as the revision asks.
+pub fn task_tool_result(outcome: &Outcome, task_id: &str) -> String {
+    write_tool_result(outcome, None, task_id, Some(task_id))
+}
+
+fn write_tool_result(
+    outcome: &Outcome,
+    info: Option<&IdempotencyInfo>,
+    cid: &str,
+    related_task: Option<&str>,
+) -> String {
     // Written straight into one buffer: this is every call's answer.
     let mut out = Vec::with_capacity(256);
     let text = |out: &mut Vec<u8>, s: &str| {
@@ -198,7 +230,15 @@ pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str)
         }
     }
     // `_meta`, its members in name order.
-    out.extend_from_slice(br#","_meta":{""#);
+    out.extend_from_slice(br#","_meta":{"#);
+    if let Some(task) = related_task {
+        out.push(b'"');
+        out.extend_from_slice(META_RELATED_TASK.as_bytes());
+        out.extend_from_slice(br#"":{"taskId":"#);
+        text(&mut out, task);
+        out.extend_from_slice(b"},");
+    }
+    out.push(b'"');
     out.extend_from_slice(META_CORRELATION.as_bytes());
     out.extend_from_slice(br#"":"#);
     text(&mut out, cid);

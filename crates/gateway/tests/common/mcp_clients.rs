@@ -23,6 +23,11 @@ fn skip(what: &str) {
 /// `tests/clients/mcp_client.py` under the Python that has the SDK, with `args`; `None` when
 /// there is no such Python (outside CI).
 pub fn python(args: &[&str]) -> Option<Command> {
+    python_script("mcp_client.py", args)
+}
+
+/// `tests/clients/{script}` under the Python that has the SDK, with `args`.
+pub fn python_script(script: &str, args: &[&str]) -> Option<Command> {
     let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
     let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
     if !has_sdk {
@@ -30,7 +35,7 @@ pub fn python(args: &[&str]) -> Option<Command> {
         return None;
     }
     let mut cmd = Command::new(python);
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")).args(args);
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(script)).args(args);
     Some(cmd)
 }
 
