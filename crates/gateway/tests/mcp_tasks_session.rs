@@ -54,6 +54,18 @@ fn assert_tasks_seen(seen: &Value, key: &str) {
     assert_eq!(cancel["result"]["is_error"], true, "{seen}");
     assert_eq!(cancel["result"]["structured"]["code"], -32009, "the stored cancellation: {seen}");
     assert_eq!(cancel["again"]["code"], -32602, "a cancelled task is finished: {seen}");
+    // The tasks/result that waited told the finished task first.
+    let status = notes(seen, "notifications/tasks/status");
+    assert_eq!(status.len(), 1, "{seen}");
+    assert_eq!(
+        (&status[0]["params"]["taskId"], &status[0]["params"]["status"]),
+        (&json!(id), &json!("completed"))
+    );
+}
+
+/// The notifications named `method` the client received.
+fn notes<'v>(seen: &'v Value, method: &str) -> Vec<&'v Value> {
+    seen["notifications"].as_array().unwrap().iter().filter(|n| n["method"] == method).collect()
 }
 
 /// After the client ran: one run per step for the completed task; the cancelled one stopped
@@ -108,6 +120,21 @@ async fn the_python_sdk_runs_tasks_over_stdio() {
     };
     let seen = mcp_clients::summary(client).await;
     assert_tasks_seen(&seen, key);
+    // The progressToken of the task-augmented call works for the task's lifetime: one
+    // notification per step, each naming the task once it is one.
+    let id = &seen["created"]["taskId"];
+    let progress: Vec<_> = notes(&seen, "notifications/progress")
+        .into_iter()
+        .filter(|n| n["params"]["progressToken"] == format!("p-{key}"))
+        .collect();
+    let done: Vec<_> =
+        progress.iter().map(|n| (n["params"]["progress"].as_f64(), n["params"]["total"].as_f64())).collect();
+    assert_eq!(done, [(Some(1.0), Some(3.0)), (Some(2.0), Some(3.0)), (Some(3.0), Some(3.0))], "{seen}");
+    assert_eq!(
+        progress[2]["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], *id,
+        "{seen}"
+    );
+    assert!(progress[2]["params"]["message"].as_str().unwrap().contains("send"));
     assert_ran_once(&up).await;
 }
 

@@ -75,6 +75,8 @@ pub(crate) struct Prepared<'t> {
     pub meta: RequestMeta,
     /// `params.task` as sent (the session era's task augmentation, `2025-11-25`), unread.
     pub task: Option<Box<RawValue>>,
+    /// Where the call's task id goes once it is a task, for its notifications to name it.
+    pub related: Option<crate::notify::RelatedTask>,
 }
 
 /// The members of `tools/call` params this door reads, as raw JSON: one pass over the
@@ -168,7 +170,11 @@ pub(crate) fn prepare<'t>(
         .and_then(|m| m.progress_token)
         .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
         .filter(|t| t.is_string() || t.is_number());
-    let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
+    // A call that may become a task (and has someone to tell) gets a place for its task id.
+    let related = (outbox.is_some() && (token.is_some() || session.log_level.is_some()))
+        .then(crate::notify::RelatedTask::default);
+    let progress =
+        crate::notify::progress(outbox, token, session.log_level.as_deref(), &name, related.clone());
     let meta = RequestMeta {
         tenant: session.tenant.clone(),
         idempotency_key: key,
@@ -178,7 +184,7 @@ pub(crate) fn prepare<'t>(
         key_headers: session.key_headers.clone(),
         ..RequestMeta::default()
     };
-    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned) })
+    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself

@@ -4,10 +4,10 @@ session-era tasks (2025-11-25).
 Usage: mcp_tasks_client.py http URL API_KEY FLOW QUERY KEY
        mcp_tasks_client.py stdio ONCERPC_BINARY CONFIG FLOW QUERY KEY
 It initializes a session, lists the tools, calls FLOW as a task with the idempotency key KEY
-(and a progressToken), calls it again with the same key, polls the task to its end, reads its
-result twice, lists the tasks, and tries what must be refused: cancelling the finished task,
+(and a progressToken), calls it again with the same key, waits for its result (tasks/result),
+polls it, reads its result again, lists the tasks, and tries what must be refused: cancelling the finished task,
 an unknown task id, QUERY as a task. Then it starts a second task (key KEY-c) and cancels it at
-once. It prints one JSON object with what it saw; the Rust test asserts on it and on the
+once. It prints one JSON object with what it saw (the notifications too); the Rust test asserts on it and on the
 upstream's count of calls per step.
 """
 import asyncio
@@ -52,8 +52,9 @@ async def drive(read, write, flow, query, key):
         created = await tasks.call_tool_as_task(flow, args, ttl=60000, meta={"progressToken": "p-" + key})
         again = await tasks.call_tool_as_task(flow, args, ttl=60000)
         task_id = created.task.taskId
-        statuses = [s.status async for s in tasks.poll_task(task_id)]
+        # tasks/result waits for the running task (and tells its status before answering).
         first = await tasks.get_task_result(task_id, types.CallToolResult)
+        statuses = [s.status async for s in tasks.poll_task(task_id)]
         second = await tasks.get_task_result(task_id, types.CallToolResult)
         listed = await tasks.list_tasks()
         got = await tasks.get_task(task_id)

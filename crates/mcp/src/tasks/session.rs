@@ -24,7 +24,9 @@
 //!   is as unknown as a missing one (`-32602`).
 //! * **Notifications**: a `tasks/result` that waited sends `notifications/tasks/status` with
 //!   the finished task before its answer (over HTTP on its SSE stream, when the client takes
-//!   one); a flow's steps reach the call's `progressToken` as in [`notify`](crate::notify).
+//!   one); a flow's steps reach the call's `progressToken` for the task's lifetime, as the
+//!   revision says, where the transport still listens (stdio; over HTTP the call's answer has
+//!   ended its stream), naming the task in `_meta`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,8 +107,13 @@ pub(crate) fn route(prepared: &call::Prepared<'_>, session: &Session) -> Route {
 /// result when the call is refused before it becomes an event (and `true`), as
 /// [`super::create`].
 pub(crate) async fn create(dispatcher: &Arc<Dispatcher>, prepared: call::Prepared<'_>) -> (String, bool) {
+    let related = prepared.related.clone();
     match super::start(dispatcher, prepared).await {
         Started::Task { id, event, meta } => {
+            // The steps' progress names the task from now on (the revision's rule).
+            if let Some(r) = related {
+                let _ = r.set(id.clone());
+            }
             let task = task(dispatcher, &id, event.as_deref());
             (json!({ "task": task, "_meta": meta }).to_string(), false)
         }
