@@ -104,6 +104,36 @@ async fn the_python_sdk_runs_a_flow_as_a_task_once_and_cancels_another_over_http
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_streams_a_flow_as_a_task_and_the_same_key_is_the_same_task() {
+    let up = Upstream::start().await;
+    up.set_delay(300, &["pack"]);
+    let dir = TempDir::new("mcp-tasks-ts");
+    let method = unique("ship").replace('-', "_");
+    let gw = Gateway::start(&["--config", &tasks::config(&dir, "memory://", &up, &method, true)]);
+    let args = [gw.url("/mcp"), KEY_A.into(), method.clone(), "order-ts-1".into()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(client) = mcp_clients::typescript_script("mcp_ts_tasks_client.mjs", &args) else { return };
+    let seen = mcp_clients::summary(client).await;
+    assert!(seen["capability"]["requests"]["tools"]["call"].is_object(), "{seen}");
+    assert_eq!(seen["task_support"], "optional");
+    let first = &seen["first"];
+    let id = first["taskId"].as_str().unwrap();
+    assert!(id.starts_with("evt_"), "{seen}");
+    assert_eq!(first["types"][0], "taskCreated", "{seen}");
+    assert_eq!(first["types"].as_array().unwrap().last().unwrap(), "result", "{seen}");
+    assert_eq!(first["statuses"].as_array().unwrap().last().unwrap(), "completed");
+    assert_eq!(first["result"]["structured"]["step"], "send", "{seen}");
+    assert_eq!(seen["again"]["taskId"], id, "the same key is the same task");
+    assert_eq!(seen["again"]["result"], first["result"], "the stored result");
+    assert!(seen["listed"].as_array().unwrap().contains(&json!(id)));
+    assert_eq!(seen["cancel_finished"]["code"], -32602, "{seen}");
+    assert_eq!(seen["unknown"]["code"], -32602, "{seen}");
+    for step in STEPS {
+        assert_eq!(up.count(step), 1, "{step} ran once: {:?}", up.counts());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_runs_tasks_over_stdio() {
     let up = Upstream::start().await;
     up.set_delay(300, &["pack"]);

@@ -70,9 +70,14 @@ pub fn typescript_2026(args: &[&str]) -> Option<Command> {
 
 /// `tests/clients/mcp_ts_client.mjs` under that Node, with `args`.
 pub fn typescript(args: &[&str]) -> Option<Command> {
+    typescript_script("mcp_ts_client.mjs", args)
+}
+
+/// `tests/clients/{script}` under the Node of the session-era TypeScript SDK, with `args`.
+pub fn typescript_script(script: &str, args: &[&str]) -> Option<Command> {
     let dir = node_dir()?;
     let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs"))
+    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(script))
         .args(args)
         .env("NODE_PATH", dir.join("node_modules"));
     Some(cmd)
