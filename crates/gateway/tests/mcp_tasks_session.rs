@@ -1,11 +1,12 @@
 //! MCP tasks of the session era (`2025-11-25`, experimental) on the event store, against the
 //! real binary: the official Python SDK's tasks client runs a three-step flow as a task (over
-//! HTTP and over `oncerpc mcp`), the same key gets the same task and each step runs once, the
-//! result is the stored outcome for every reader, a running task is cancelled (and reads
-//! `cancelled` on the events API too); bad input (malformed task params, a query as a task, a
-//! required tool called inline, unknown and other tenants' tasks, a finished task cancelled,
-//! a bad cursor) gets its documented error and runs nothing.
-
+//! HTTP and over `oncerpc mcp`), and the TypeScript SDK's streams one; the same key gets the
+//! same task and each step runs once, the result is the stored outcome for every reader, a
+//! running task is cancelled (and reads `cancelled` on the events API too). Two replicas on
+//! Redis or PostgreSQL cancel each other's tasks, and one waits on `tasks/result` for a task
+//! it resumes after the other's `kill -9`. Bad input (malformed task params, a query as a
+//! task, a required tool called inline, unknown and other tenants' tasks, a finished task
+//! cancelled, a bad cursor) gets its documented error and runs nothing.
 mod common;
 
 use std::time::Duration;
@@ -283,4 +284,74 @@ async fn bad_task_requests_in_a_session_are_refused_and_run_nothing() {
     let inline = old.send("tools/call", call(json!({ "ttl": 60000 }))).await;
     assert_eq!(inline["result"]["structuredContent"]["step"], "send", "inline, the stored result: {inline}");
     assert_eq!(old.send("tasks/get", json!({ "taskId": id })).await["error"]["code"], -32601);
+}
+
+/// Two replicas sharing `store_url` and the session secret: a session opened on one is
+/// served by both; a task started on `a` is cancelled from `b` between steps (the flow stops
+/// before its next step, `tasks/result` on `a` is the stored cancellation); another task's
+/// owner is killed with `kill -9` mid-flow, and a `tasks/result` sent to `b` waits for `b` to
+/// resume it and answers its result, no finished step run again.
+async fn replicas(store_url: &str) {
+    let up = Upstream::start().await;
+    up.set_delay(1_000, &["pack"]);
+    let dir = TempDir::new("mcp-tasks-session-replicas");
+    let method = unique("ship").replace('-', "_");
+    let cfg = tasks::config(&dir, store_url, &up, &method, true);
+    let secret = format!("{}{}", unique("secret"), "-0123456789abcdef0123456789abcdef");
+    std::fs::write(
+        &cfg,
+        std::fs::read_to_string(&cfg).unwrap() + &format!("\n[mcp]\nsession_secret = \"{secret}\"\n"),
+    )
+    .unwrap();
+    let mut a = Gateway::start(&["--config", &cfg]);
+    let b = Gateway::start(&["--config", &cfg]);
+    let (on_a, _) = Session::open(&a, KEY_A, "2025-11-25").await;
+    let on_b = Session { url: b.url("/mcp"), id: on_a.id.clone(), ..on_a };
+    let on_a = Session { url: a.url("/mcp"), id: on_b.id.clone(), ..on_b };
+    let call = |key: &str| json!({ "name": method, "arguments": { "sku": "A-1", "idempotency_key": key }, "task": {} });
+
+    let created = on_a.send("tools/call", call("rep-cancel")).await;
+    let cancelled = created["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(on_b.send("tasks/get", json!({ "taskId": cancelled })).await["result"]["status"], "working");
+    tasks::wait_for(&up, "pack", 1).await;
+    let answer = on_b.send("tasks/cancel", json!({ "taskId": cancelled })).await;
+    assert_eq!(answer["result"]["status"], "cancelled", "{store_url}: {answer}");
+    let result = on_a.send("tasks/result", json!({ "taskId": cancelled })).await;
+    assert_eq!(result["result"]["structuredContent"]["code"], -32009, "{store_url}: {result}");
+
+    let created = on_a.send("tools/call", call("rep-kill")).await;
+    let killed = created["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    tasks::wait_for(&up, "pack", 2).await;
+    a.kill9();
+    up.set_delay(0, &[]);
+    let result = on_b.send("tasks/result", json!({ "taskId": killed })).await;
+    assert_eq!(result["result"]["structuredContent"]["step"], "send", "{store_url}: {result}");
+    assert_eq!(result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], killed.as_str());
+    assert_eq!(up.count("reserve"), 2, "{store_url}: one per task, none again: {:?}", up.counts());
+    assert_eq!(up.count("send"), 1, "{store_url}: only the task that was not cancelled: {:?}", up.counts());
+    assert!(up.count("pack") <= 3, "{store_url}: the step in flight at most twice: {:?}", up.counts());
+    let listed = on_b.send("tasks/list", json!({})).await;
+    let statuses: Vec<(&str, &str)> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["taskId"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        // The shared database may hold the tenant's tasks of other runs.
+        .filter(|(id, _)| [&killed, &cancelled].contains(&&id.to_string()))
+        .collect();
+    assert_eq!(statuses, [(killed.as_str(), "completed"), (cancelled.as_str(), "cancelled")], "{store_url}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_replicas_cancel_each_others_tasks_and_one_resumes_a_killed_ones() {
+    if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") {
+        replicas(&url).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_replicas_cancel_each_others_tasks_and_one_resumes_a_killed_ones() {
+    if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_POSTGRES_URL", "PostgreSQL") {
+        replicas(&url).await;
+    }
 }
