@@ -7,6 +7,7 @@
 //! it resumes after the other's `kill -9`. Bad input (malformed task params, a query as a
 //! task, a required tool called inline, unknown and other tenants' tasks, a finished task
 //! cancelled, a bad cursor) gets its documented error and runs nothing.
+
 mod common;
 
 use std::time::Duration;
