@@ -60,6 +60,8 @@ pub enum EventStatus {
     Processing,
     Succeeded,
     Failed,
+    /// Cancelled while it ran (MCP `tasks/cancel`); its `error` is `-32009 Cancelled`.
+    Cancelled,
 }
 
 /// An event, as `GET /v2/events/{id}` shows it.
@@ -337,6 +339,7 @@ impl EventsQuery {
             EventStatus::Processing => "processing",
             EventStatus::Succeeded => "succeeded",
             EventStatus::Failed => "failed",
+            EventStatus::Cancelled => "cancelled",
         };
         self.with("status", s)
     }

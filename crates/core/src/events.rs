@@ -57,6 +57,15 @@ struct Submission {
     started: Instant,
     /// The event's creation time when it already has one (a re-drive keeps it).
     created_at_ms: Option<u64>,
+    /// Where the steps' progress goes (the MCP task's `progressToken`); `None` for a re-drive.
+    progress: Option<crate::Progress>,
+}
+
+/// Who an event's execution reports to: its correlation id, and where its steps' progress
+/// goes (the call that started it, in this process; none for a resumed execution).
+struct Reporting {
+    cid: Arc<str>,
+    progress: Option<crate::Progress>,
 }
 
 impl Submission {
@@ -116,6 +125,7 @@ impl Dispatcher {
             cid,
             started,
             created_at_ms: None,
+            progress: meta.progress.clone(),
         };
         // The budget place travels with the event's execution; refused before any claim.
         let permit = self.exec.permit(&meta.tenant)?;
@@ -167,7 +177,8 @@ impl Dispatcher {
                     }
                 };
                 let journal = self.exec.journal(&sub.record, token, kind, lease).await;
-                self.spawn_event(sub.method.clone(), event, journal, sub.cid.clone(), sub.started, permit);
+                let reporting = Reporting { cid: sub.cid.clone(), progress: sub.progress.clone() };
+                self.spawn_event(sub.method.clone(), event, journal, reporting, sub.started, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
@@ -274,10 +285,11 @@ impl Dispatcher {
         method: Arc<Method>,
         event: Event,
         journal: crate::journal::StepJournal,
-        cid: Arc<str>,
+        reporting: Reporting,
         started: Instant,
         permit: crate::Permit,
     ) {
+        let Reporting { cid, progress } = reporting;
         let token = journal.token();
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
@@ -309,7 +321,7 @@ impl Dispatcher {
                     idempotency_status: Some(IdempotencyStatus::New),
                     return_step: event.return_step.as_deref().map(Arc::from),
                     journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
-                    progress: None,
+                    progress,
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
@@ -387,7 +399,7 @@ impl Dispatcher {
                 }
                 let cid = Arc::from(event.id.as_str());
                 let journal = self.exec.journal(&event.record, token, kind, lease).await;
-                self.spawn_event(method, event, journal, cid, started, permit);
+                self.spawn_event(method, event, journal, Reporting { cid, progress: None }, started, permit);
                 Ok(true)
             }
             Ok(Acquired::Not(Claim::Done(outcome, _))) => {

@@ -176,6 +176,9 @@ pub enum EventStatus {
     Processing,
     Succeeded,
     Failed,
+    /// Cancelled while it ran (MCP `tasks/cancel`): its outcome is the `-32009 Cancelled`
+    /// error, which a duplicate of the key gets, as any failed outcome.
+    Cancelled,
 }
 
 impl EventStatus {
@@ -184,6 +187,7 @@ impl EventStatus {
             EventStatus::Processing => "processing",
             EventStatus::Succeeded => "succeeded",
             EventStatus::Failed => "failed",
+            EventStatus::Cancelled => "cancelled",
         }
     }
 
@@ -192,6 +196,7 @@ impl EventStatus {
             "processing" => Some(EventStatus::Processing),
             "succeeded" => Some(EventStatus::Succeeded),
             "failed" => Some(EventStatus::Failed),
+            "cancelled" => Some(EventStatus::Cancelled),
             _ => None,
         }
     }
@@ -425,12 +430,24 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
-/// The status an outcome gives an event.
+/// The status an outcome gives an event: a failure that is the cancellation
+/// (`-32009`) is `cancelled`.
 pub fn status_of(outcome: &StoredOutcome) -> EventStatus {
     match outcome {
         StoredOutcome::Succeeded(_) => EventStatus::Succeeded,
+        StoredOutcome::Failed(json) if is_cancellation(json) => EventStatus::Cancelled,
         StoredOutcome::Failed(_) => EventStatus::Failed,
     }
+}
+
+/// Whether a stored error (JSON text) is the cancellation, `-32009`.
+fn is_cancellation(json: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_str::<Code>(json)
+        .is_ok_and(|c| c.code == oncerpc_protocol::ErrorCode::Cancelled.code() as i64)
 }
 
 /// Milliseconds since the Unix epoch (records survive restarts, so wall-clock time).

@@ -54,7 +54,7 @@ async fn a_running_event_is_cancelled_for_good_and_a_finished_one_is_left_alone(
     assert_eq!(d.cancel_event("t1", "evt_nope").await.unwrap(), Cancelled::NotFound);
     assert!(matches!(d.cancel_event("t1", &sub.event_id).await.unwrap(), Cancelled::Now(_)));
     let cancelled = oncerpc_core::events::cancelled_outcome();
-    assert_eq!(event_status(&d, &sub.event_id).await, (EventStatus::Failed, Some(cancelled.clone())));
+    assert_eq!(event_status(&d, &sub.event_id).await, (EventStatus::Cancelled, Some(cancelled.clone())));
     let record = store.get(&RecordKey::new("t1", "slow", "k-1")).await.unwrap().unwrap();
     assert_eq!(record.state, RecordState::Done(cancelled.clone()));
     assert!(cancelled.json().contains(&ErrorCode::Cancelled.code().to_string()));
@@ -62,7 +62,7 @@ async fn a_running_event_is_cancelled_for_good_and_a_finished_one_is_left_alone(
     // The handler finishes later: its outcome is fenced out, the event stays cancelled.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(finished.load(Ordering::SeqCst), 1);
-    assert_eq!(event_status(&d, &sub.event_id).await, (EventStatus::Failed, Some(cancelled.clone())));
+    assert_eq!(event_status(&d, &sub.event_id).await, (EventStatus::Cancelled, Some(cancelled.clone())));
     // Again: nothing changes. A retry with the key: the same event, a duplicate.
     assert!(matches!(d.cancel_event("t1", &sub.event_id).await.unwrap(), Cancelled::AlreadyDone(_)));
     let again = d.submit("slow", Some(&params), &meta("t1", "k-1"), Vec::new()).await.unwrap();

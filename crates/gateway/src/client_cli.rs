@@ -204,6 +204,7 @@ pub fn flow(args: FlowArgs) -> ExitCode {
                     EventStatus::Processing => "processing",
                     EventStatus::Succeeded => "succeeded",
                     EventStatus::Failed => "failed",
+                    EventStatus::Cancelled => "cancelled",
                 },
                 "result": event.result,
                 "error": event.error,

@@ -10,59 +10,14 @@ mod common;
 use std::time::Duration;
 
 use common::process::{Gateway, TempDir, unique};
+use common::tasks::{self, KEY_A, KEY_B, STEPS, wait_for};
 use common::upstream::Upstream;
 use serde_json::{Value, json};
 
-const KEY_A: &str = "tenant-a-secret";
-const KEY_B: &str = "tenant-b-secret";
 const EXT: &str = "io.modelcontextprotocol/tasks";
-const STEPS: [&str; 3] = ["reserve", "pack", "send"];
 
-/// Two tenants, the store `store_url`, and the command flow `method` (three steps on `up`).
 fn config(dir: &TempDir, store_url: &str, up: &Upstream, method: &str) -> String {
-    let mut text = format!(
-        r#"
-demo = false
-
-[store]
-url = "{store_url}"
-lease_ms = 2500
-resume_interval_ms = 200
-redis_prefix = "{prefix}"
-
-[[tenants]]
-name = "a"
-api_keys = ["{KEY_A}"]
-
-[[tenants]]
-name = "b"
-api_keys = ["{KEY_B}"]
-
-[[methods]]
-name = "{method}"
-kind = "command"
-timeout_ms = 1500
-
-[[methods]]
-name = "look"
-kind = "query"
-timeout_ms = 1500
-  [[methods.steps]]
-  name = "look"
-  url = "{look}"
-"#,
-        prefix = unique("oncerpc-tasks"),
-        look = up.url("look"),
-    );
-    // The flow's steps go right after its [[methods]] entry.
-    let steps: String = STEPS
-        .iter()
-        .map(|s| format!("  [[methods.steps]]\n  name = \"{s}\"\n  url = \"{}\"\n", up.url(s)))
-        .collect();
-    text = text.replacen("timeout_ms = 1500\n", &format!("timeout_ms = 1500\n{steps}"), 1);
-    let path = dir.file(&format!("{}.toml", unique("tasks")));
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    tasks::config(dir, store_url, up, method, true)
 }
 
 fn meta(tasks: bool) -> Value {
@@ -112,16 +67,6 @@ async fn settled(gw: &Gateway, api_key: &str, task: &str) -> Value {
     panic!("the task did not settle: {last}");
 }
 
-async fn wait_for(up: &Upstream, step: &str, n: usize) {
-    for _ in 0..2000 {
-        if up.count(step) >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{step} was not called {n} times: {:?}", up.counts());
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_runs_once_per_key_and_is_polled_to_its_inlined_result() {
     let up = Upstream::start().await;
@@ -165,15 +110,7 @@ async fn a_task_runs_once_per_key_and_is_polled_to_its_inlined_result() {
     assert_eq!(again["result"].to_string(), done["result"].to_string());
 
     // The same event over the events API (one store, one execution).
-    let event: Value = common::http_client()
-        .get(gw.url(&format!("/v2/events/{id}")))
-        .bearer_auth(KEY_A)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let event = tasks::event(&gw, KEY_A, &id).await;
     assert_eq!(event["status"], "succeeded", "{event}");
 
     // Another tenant: the task is unknown, for reading and for cancelling.
@@ -292,6 +229,9 @@ async fn two_replicas(store_url: &str) {
     assert_eq!(ack["result"]["resultType"], "complete");
     let (_, retried) = rpc(&a, KEY_A, "tools/call", call(&method, "rep-1"), true).await;
     assert_eq!(retried["result"]["status"], "cancelled", "{store_url}: {retried}");
+    // The events API shows the same event cancelled, with the stored -32009.
+    let event = tasks::event(&b, KEY_A, &id).await;
+    assert_eq!((&event["status"], &event["error"]["code"]), (&json!("cancelled"), &json!(-32009)), "{event}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -204,7 +204,7 @@ fn event_view(event: &Event) -> serde_json::Value {
         (EventStatus::Succeeded, Some(StoredOutcome::Succeeded(r))) => {
             body["result"] = serde_json::from_str(r).unwrap_or(serde_json::Value::Null);
         }
-        (EventStatus::Failed, Some(StoredOutcome::Failed(e))) => {
+        (EventStatus::Failed | EventStatus::Cancelled, Some(StoredOutcome::Failed(e))) => {
             body["error"] = serde_json::from_str(e).unwrap_or(serde_json::Value::Null);
         }
         _ => {}
@@ -288,7 +288,7 @@ async fn list_events_answer(st: &AppState, uri: &Uri, headers: &HeaderMap) -> Re
         None => None,
         Some(s) => match EventStatus::parse(&s) {
             Some(s) => Some(s),
-            None => return bad(format!("unknown status: {s} (processing, succeeded or failed)")),
+            None => return bad(format!("unknown status: {s} (processing, succeeded, failed or cancelled)")),
         },
     };
     let limit = match param("limit") {

@@ -82,7 +82,15 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
         let handler = UpstreamTool { link: link.clone(), tool: name.to_owned() };
         match dispatcher.external_method(&exported, method, Arc::new(handler)) {
             Ok(method) => out.push(ExternalTool {
-                tool: Tool { name: exported, kind, json, task_required: false, header_params: Vec::new() },
+                // Upstream tools answer inline: no tasks (the upstream's own are not offered).
+                tool: Tool {
+                    name: exported,
+                    kind,
+                    json,
+                    task_required: false,
+                    execution: serde_json::json!({ "taskSupport": "forbidden" }),
+                    header_params: Vec::new(),
+                },
                 method,
             }),
             Err(e) => {

@@ -22,6 +22,8 @@ pub const META_KEY: &str = "io.oncerpc/idempotency-key";
 pub const META_STATUS: &str = "io.oncerpc/idempotency-status";
 /// `_meta` member of a result: the correlation id of the call (in the logs too).
 pub const META_CORRELATION: &str = "io.oncerpc/correlation-id";
+/// `_meta` member of a task's messages (`2025-11-25`): `{"taskId": …}`.
+pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// `_meta` member of a call: force-retry a failed execution.
 pub const META_FORCE: &str = "io.oncerpc/force-retry";
 
@@ -36,8 +38,7 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let params = CallParams::read(req)?;
-    call_read(dispatcher, tools, &params, id, session, outbox, inflight).await
+    run(dispatcher, prepare(tools, req, id, session, outbox)?, id, session, inflight).await
 }
 
 /// [`call`] with its params already read. The result is the revision's: in `2026-07-28`
@@ -51,7 +52,18 @@ pub(crate) async fn call_read(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request } = prepare_read(tools, params, id, session, outbox)?;
+    run(dispatcher, prepare_read(tools, params, id, session, outbox)?, id, session, inflight).await
+}
+
+/// Run a prepared `tools/call` inline (see [`call`]).
+pub(crate) async fn run(
+    dispatcher: &Dispatcher,
+    prepared: Prepared<'_>,
+    id: Id<'_>,
+    session: &Session,
+    inflight: &Inflight,
+) -> Result<Option<(String, bool)>, RpcError> {
+    let Prepared { name, tool, arguments, meta: request, .. } = prepared;
     let external = match &tool {
         Target::External(t) => Some(t.clone()),
         Target::Native(_) => None,
@@ -80,7 +92,7 @@ pub(crate) async fn call_read(
             let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
             (if complete { crate::stateless::complete(&result) } else { result }, is_error)
         }
-        _ => (write_tool_result(&outcome, info.as_ref(), &cid, complete), outcome.is_error()),
+        _ => (write_tool_result(&outcome, info.as_ref(), &cid, complete, None), outcome.is_error()),
     }))
 }
 
@@ -106,6 +118,10 @@ pub(crate) struct Prepared<'t> {
     pub tool: Target<'t>,
     pub arguments: Box<RawValue>,
     pub meta: RequestMeta,
+    /// `params.task` as sent (the session era's task augmentation, `2025-11-25`), unread.
+    pub task: Option<Box<RawValue>>,
+    /// Where the call's task id goes once it is a task, for its notifications to name it.
+    pub related: Option<crate::notify::RelatedTask>,
 }
 
 /// The members of `tools/call` params this door reads, as raw JSON: one pass over the
@@ -118,6 +134,8 @@ struct RawCallParams<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow)]
     meta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    task: Option<&'a RawValue>,
 }
 
 /// A `tools/call`'s params, read: its name and arguments as sent, its `_meta` read once.
@@ -126,6 +144,8 @@ pub(crate) struct CallParams<'a> {
     pub name: Option<&'a RawValue>,
     pub arguments: Option<&'a RawValue>,
     pub meta: Option<CallMeta<'a>>,
+    /// `task` (the session era's task augmentation), as sent.
+    pub task: Option<&'a RawValue>,
 }
 
 impl<'a> CallParams<'a> {
@@ -137,7 +157,7 @@ impl<'a> CallParams<'a> {
             Some(raw) if starts_with(raw, '{') => {
                 let p: RawCallParams<'a> = serde_json::from_str(raw.get())
                     .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
-                CallParams::new(p.name, p.arguments, p.meta)
+                Ok(CallParams { task: p.task, ..CallParams::new(p.name, p.arguments, p.meta)? })
             }
             Some(_) => Err(not_object()),
         }
@@ -157,7 +177,7 @@ impl<'a> CallParams<'a> {
             ),
             None => None,
         };
-        Ok(CallParams { name, arguments, meta })
+        Ok(CallParams { name, arguments, meta, task: None })
     }
 }
 
@@ -260,7 +280,11 @@ fn prepare_read<'t>(
         .and_then(|m| m.progress_token)
         .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
         .filter(|t| t.is_string() || t.is_number());
-    let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
+    // A call that may become a task (and has someone to tell) gets a place for its task id.
+    let related = (outbox.is_some() && (token.is_some() || session.log_level.is_some()))
+        .then(crate::notify::RelatedTask::default);
+    let progress =
+        crate::notify::progress(outbox, token, session.log_level.as_deref(), &name, related.clone());
     let meta = RequestMeta {
         tenant: session.tenant.clone(),
         idempotency_key: key,
@@ -270,7 +294,7 @@ fn prepare_read<'t>(
         key_headers: session.key_headers.clone(),
         ..RequestMeta::default()
     };
-    Ok(Prepared { name, tool, arguments, meta })
+    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself
@@ -278,15 +302,23 @@ fn prepare_read<'t>(
 /// text and `{code, message, data}` as `structuredContent`. The result's bytes are kept: a
 /// duplicate's content is the stored result, byte for byte.
 pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str) -> String {
-    write_tool_result(outcome, info, cid, false)
+    write_tool_result(outcome, info, cid, false, None)
 }
 
-/// [`tool_result`], beginning with `resultType: "complete"` when `complete` (`2026-07-28`).
+/// A task's tool result (`tasks/result`, `2025-11-25`): [`tool_result`] whose `_meta` names the
+/// task (`io.modelcontextprotocol/related-task`), as the revision asks.
+pub fn task_tool_result(outcome: &Outcome, task_id: &str) -> String {
+    write_tool_result(outcome, None, task_id, false, Some(task_id))
+}
+
+/// [`tool_result`], beginning with `resultType: "complete"` when `complete` (`2026-07-28`),
+/// its `_meta` naming `related_task` when given.
 pub(crate) fn write_tool_result(
     outcome: &Outcome,
     info: Option<&IdempotencyInfo>,
     cid: &str,
     complete: bool,
+    related_task: Option<&str>,
 ) -> String {
     // Written straight into one buffer: this is every call's answer.
     let mut out = Vec::with_capacity(256);
@@ -321,7 +353,15 @@ pub(crate) fn write_tool_result(
         }
     }
     // `_meta`, its members in name order.
-    out.extend_from_slice(br#","_meta":{""#);
+    out.extend_from_slice(br#","_meta":{"#);
+    if let Some(task) = related_task {
+        out.push(b'"');
+        out.extend_from_slice(META_RELATED_TASK.as_bytes());
+        out.extend_from_slice(br#"":{"taskId":"#);
+        text(&mut out, task);
+        out.extend_from_slice(b"},");
+    }
+    out.push(b'"');
     out.extend_from_slice(META_CORRELATION.as_bytes());
     out.extend_from_slice(br#"":"#);
     text(&mut out, cid);

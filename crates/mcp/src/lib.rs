@@ -13,7 +13,8 @@
 //!   `server/discover`, HTTP headers checked against the body) and the session era
 //!   (`2025-11-25`, `2025-06-18`, `2025-03-26`):
 //!   `initialize` negotiates one of them (an unknown one is answered with the latest), `ping`,
-//!   `logging/setLevel`, `tools/list` (paginated) and `tools/call`; notifications are never
+//!   `logging/setLevel`, `tools/list` (paginated) and `tools/call` (in `2025-11-25` also as a
+//!   task, with `tasks/get|result|list|cancel`: [`tasks::session`]); notifications are never
 //!   answered. Batches only where the negotiated revision has them (`2025-03-26`).
 //! * **Tools** ([`tools`]): every method that takes an id, by its name, with its description,
 //!   its params schema as `inputSchema` (plus an `idempotency_key` property for commands, whose
@@ -227,21 +228,25 @@ impl McpServer {
             "initialize" => Ok(self.initialize(&req, session)),
             "ping" => Ok(Cow::Borrowed("{}")),
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
+            "tools/list" if tasks::session::offered(session) => {
+                cursor(&req).and_then(|c| self.tools.page_with_execution(c.as_deref())).map(Cow::Owned)
+            }
             "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
-            "tools/call" => {
-                match call::call(&self.dispatcher, &self.tools, &req, id, session, outbox, &self.inflight)
-                    .await
-                {
-                    Ok(Some((r, e))) => {
-                        tool_error = e;
-                        Ok(Cow::Owned(r))
-                    }
-                    // Cancelled by the client: no answer (the revision asks for none).
-                    Ok(None) => {
-                        self.metrics.request(&req.method, "cancelled");
-                        tracing::info!(mcp_method = %method, tenant = %session.tenant, "MCP call cancelled by the client");
-                        return None;
-                    }
+            "tools/call" => match self.tools_call(&req, id, session, outbox).await {
+                Ok(Some((r, e))) => {
+                    tool_error = e;
+                    Ok(Cow::Owned(r))
+                }
+                // Cancelled by the client: no answer (the revision asks for none).
+                Ok(None) => return self.cancelled(&req, session),
+                Err(e) => Err(e),
+            },
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
+                if tasks::session::offered(session) =>
+            {
+                match self.task_request(&req, id, session, outbox).await {
+                    Ok(Some(r)) => Ok(Cow::Owned(r)),
+                    Ok(None) => return self.cancelled(&req, session),
                     Err(e) => Err(e),
                 }
             }
@@ -274,9 +279,13 @@ impl McpServer {
             .find(|v| Some(*v) == asked.as_deref())
             .unwrap_or(SESSION_VERSIONS[0]);
         session.version = Some(version);
+        let mut capabilities = json!({ "tools": { "listChanged": false }, "logging": {} });
+        if tasks::session::offered(session) {
+            capabilities["tasks"] = tasks::session::capability();
+        }
         let result = json!({
             "protocolVersion": version,
-            "capabilities": { "tools": { "listChanged": false }, "logging": {} },
+            "capabilities": capabilities,
             "serverInfo": { "name": "oncerpc", "version": env!("CARGO_PKG_VERSION") },
             "instructions": "Tools that change something are commands: pass an idempotency_key and \
                 reuse the same key when you retry the same call, so it runs once.",
@@ -286,6 +295,64 @@ impl McpServer {
 }
 
 impl McpServer {
+    /// A session-era `tools/call`: inline, or (`2025-11-25` with `params.task`) as a task.
+    async fn tools_call(
+        &self,
+        req: &Request<'_>,
+        id: Id<'_>,
+        session: &Session,
+        outbox: Option<&Outbox>,
+    ) -> Result<Option<(String, bool)>, RpcError> {
+        let prepared = call::prepare(&self.tools, req, id, session, outbox)?;
+        match tasks::session::route(&prepared, session) {
+            tasks::session::Route::Sync => {
+                call::run(&self.dispatcher, prepared, id, session, &self.inflight).await
+            }
+            tasks::session::Route::Task => Ok(Some(tasks::session::create(&self.dispatcher, prepared).await)),
+            tasks::session::Route::Refused(e) => Err(e),
+        }
+    }
+
+    /// `tasks/*` of a `2025-11-25` session. `None`: the client cancelled the request (a
+    /// `tasks/result` that waited).
+    async fn task_request(
+        &self,
+        req: &Request<'_>,
+        id: Id<'_>,
+        session: &Session,
+        outbox: Option<&Outbox>,
+    ) -> Result<Option<String>, RpcError> {
+        use tasks::session;
+        let (d, tenant) = (&*self.dispatcher, &*session.tenant);
+        if req.method == "tasks/list" {
+            return session::list(d, tenant, cursor(req)?.as_deref()).await.map(Some);
+        }
+        let params = params_object(req)?;
+        match &*req.method {
+            "tasks/get" => session::get(d, tenant, &params).await.map(Some),
+            "tasks/cancel" => session::cancel(d, tenant, &params).await.map(Some),
+            _ => {
+                // The wait stops when the client cancels the request.
+                let waiting = session::result(d, tenant, &params, outbox);
+                let scope = session.id.as_deref().unwrap_or("");
+                match self.inflight.register(tenant, scope, id.raw()) {
+                    None => waiting.await.map(Some),
+                    Some(mut r) => tokio::select! {
+                        done = waiting => done.map(Some),
+                        Ok(()) = &mut r.cancelled => Ok(None),
+                    },
+                }
+            }
+        }
+    }
+
+    /// A request the client cancelled: counted, logged, not answered.
+    fn cancelled(&self, req: &Request<'_>, session: &Session) -> Option<Vec<u8>> {
+        self.metrics.request(&req.method, "cancelled");
+        tracing::info!(mcp_method = %oncerpc_core::LogSafe(&req.method), tenant = %session.tenant, "MCP request cancelled by the client");
+        None
+    }
+
     /// `notifications/cancelled`: stop the named request if it is a query running here.
     fn cancel(&self, req: &Request<'_>, session: &Session) -> bool {
         let Ok(params) = params_object(req) else { return false };

@@ -4,6 +4,8 @@
 //! `logging/setLevel`). They go to the transport's [`Outbox`] as they happen; a call
 //! without steps sends none, and neither does one whose client asked for neither.
 
+use std::sync::{Arc, OnceLock};
+
 use oncerpc_core::{Progress, StepProgress};
 use serde_json::{Value, json};
 
@@ -17,12 +19,17 @@ fn rank(level: &str) -> Option<usize> {
     LEVELS.iter().position(|l| *l == level)
 }
 
+/// The task a call became, once it is one (`2025-11-25`): its notifications then name it in
+/// `_meta["io.modelcontextprotocol/related-task"]`.
+pub type RelatedTask = Arc<OnceLock<String>>;
+
 /// The progress sink of one call, or `None` when nobody would be told anything.
 pub fn progress(
     outbox: Option<&Outbox>,
     token: Option<Value>,
     log_level: Option<&str>,
     tool: &str,
+    related: Option<RelatedTask>,
 ) -> Option<Progress> {
     let outbox = outbox?.clone();
     let floor = log_level.and_then(rank);
@@ -37,26 +44,28 @@ pub fn progress(
             (false, _) => "failed",
         };
         let message = format!("step {} of {}: {} {what}", step.done, step.total, step.step);
+        let task = related.as_ref().and_then(|r| r.get());
+        let meta = |params: &mut Value| {
+            if let Some(id) = task {
+                params["_meta"] = json!({ crate::call::META_RELATED_TASK: { "taskId": id } });
+            }
+        };
         if let Some(token) = &token {
-            let n = json!({
-                "jsonrpc": "2.0",
-                "method": "notifications/progress",
-                "params": { "progressToken": token, "progress": step.done, "total": step.total, "message": message },
-            });
+            let mut params = json!({ "progressToken": token, "progress": step.done, "total": step.total, "message": message });
+            meta(&mut params);
+            let n = json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": params });
             // A client that left: the call runs on, its outcome is stored for the retry.
             let _ = outbox.send(n.to_string().into_bytes());
         }
         let level = if step.ok { "info" } else { "warning" };
         if floor.is_some_and(|floor| rank(level).is_some_and(|r| r >= floor)) {
-            let n = json!({
-                "jsonrpc": "2.0",
-                "method": "notifications/message",
-                "params": {
-                    "level": level,
-                    "logger": "oncerpc",
-                    "data": { "tool": tool, "step": step.step, "done": step.done, "total": step.total, "message": message },
-                },
+            let mut params = json!({
+                "level": level,
+                "logger": "oncerpc",
+                "data": { "tool": tool, "step": step.step, "done": step.done, "total": step.total, "message": message },
             });
+            meta(&mut params);
+            let n = json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": params });
             let _ = outbox.send(n.to_string().into_bytes());
         }
     }))

@@ -35,8 +35,11 @@ pub struct Tool {
     pub name: String,
     pub kind: Kind,
     pub json: Value,
-    /// `tasks = "required"`: over `2026-07-28` it runs only as a task ([`crate::tasks`]).
+    /// `tasks = "required"`: it runs only as a task ([`crate::tasks`]).
     pub task_required: bool,
+    /// `execution` as the session era's `2025-11-25` `tools/list` shows it:
+    /// `{"taskSupport": "forbidden" | "optional" | "required"}`.
+    pub execution: Value,
     /// Its `x-mcp-header` arguments: the header's `{Name}` and the argument's path (read once
     /// here, checked on every stateless call over HTTP).
     pub header_params: Vec<(String, Vec<String>)>,
@@ -61,12 +64,19 @@ impl Tools {
             }
             tools.by_name.insert(name.to_owned(), tools.list.len());
             let json = tool_json(name, spec);
+            let task_required = spec.tool.task_required && spec.kind == Kind::Command;
+            let support = match (spec.kind, task_required) {
+                (Kind::Query, _) => "forbidden",
+                (Kind::Command, false) => "optional",
+                (Kind::Command, true) => "required",
+            };
             tools.list.push(Tool {
                 name: name.to_owned(),
                 kind: spec.kind,
                 header_params: header_params(&json["inputSchema"]),
                 json,
-                task_required: spec.tool.task_required && spec.kind == Kind::Command,
+                task_required,
+                execution: json!({ "taskSupport": support }),
             });
         }
         tools
@@ -99,6 +109,16 @@ impl Tools {
     /// The `tools/list` result from `cursor` (`None`: the first page). The cursor is the
     /// position of the page's first tool; one that is not a cursor of ours is `-32602`.
     pub fn page(&self, cursor: Option<&str>) -> Result<String, RpcError> {
+        self.page_of(cursor, false)
+    }
+
+    /// [`page`](Self::page) with each tool's `execution.taskSupport` (the session era's
+    /// `2025-11-25`, whose experimental tasks are per tool).
+    pub fn page_with_execution(&self, cursor: Option<&str>) -> Result<String, RpcError> {
+        self.page_of(cursor, true)
+    }
+
+    fn page_of(&self, cursor: Option<&str>, execution: bool) -> Result<String, RpcError> {
         let external = self.external.snapshot();
         let all = self.list.len() + external.list.len();
         let from = match cursor {
@@ -110,9 +130,18 @@ impl Tools {
                 .ok_or_else(|| RpcError::invalid_params("invalid cursor: pass nextCursor as it came"))?,
         };
         let to = (from + PAGE_SIZE).min(all);
-        let tools: Vec<&Value> =
-            self.list.iter().map(|t| &t.json).chain(external.list.iter().map(|t| &t.tool.json)).collect();
-        let mut page = json!({ "tools": &tools[from..to] });
+        let tools: Vec<&Tool> = self.list.iter().chain(external.list.iter().map(|t| &t.tool)).collect();
+        let shown = &tools[from..to];
+        let mut page = if execution {
+            let with = |t: &&Tool| {
+                let mut tool = t.json.clone();
+                tool["execution"] = t.execution.clone();
+                tool
+            };
+            json!({ "tools": shown.iter().map(with).collect::<Vec<_>>() })
+        } else {
+            json!({ "tools": shown.iter().map(|t| &t.json).collect::<Vec<_>>() })
+        };
         if to < all {
             page["nextCursor"] = json!(to.to_string());
         }

@@ -107,7 +107,7 @@ const MIGRATIONS: &[&str] = &[
         params      text,
         return_step text,
         tags        text     NOT NULL,  -- JSON array of strings
-        status      smallint NOT NULL,  -- 0 processing, 1 succeeded, 2 failed
+        status      smallint NOT NULL,  -- 0 processing, 1 succeeded, 2 failed, 3 cancelled
         outcome     text,
         created_at  bigint   NOT NULL,
         updated_at  bigint   NOT NULL,
@@ -331,21 +331,26 @@ fn state_columns(state: &RecordState) -> (i16, Option<&str>, i64) {
     }
 }
 
-/// The `state` (records) or `status` (events) code of a finished outcome.
+/// The `state` code of a finished record: 1 succeeded, 2 failed (a cancellation is a failed
+/// outcome; only its event says `cancelled`).
 fn outcome_state(outcome: &StoredOutcome) -> i16 {
-    status_code(status_of(outcome))
+    match outcome {
+        StoredOutcome::Succeeded(_) => 1,
+        StoredOutcome::Failed(_) => 2,
+    }
 }
 
 fn event_row(row: &Row) -> Event {
     let status = match row.get::<_, i16>("status") {
         1 => EventStatus::Succeeded,
         2 => EventStatus::Failed,
+        3 => EventStatus::Cancelled,
         _ => EventStatus::Processing,
     };
     let outcome: Option<String> = row.get("outcome");
     let outcome = match (status, outcome) {
         (EventStatus::Succeeded, Some(o)) => Some(StoredOutcome::Succeeded(o)),
-        (EventStatus::Failed, Some(o)) => Some(StoredOutcome::Failed(o)),
+        (EventStatus::Failed | EventStatus::Cancelled, Some(o)) => Some(StoredOutcome::Failed(o)),
         _ => None,
     };
     let tags: String = row.get("tags");
@@ -375,6 +380,7 @@ fn status_code(status: EventStatus) -> i16 {
         EventStatus::Processing => 0,
         EventStatus::Succeeded => 1,
         EventStatus::Failed => 2,
+        EventStatus::Cancelled => 3,
     }
 }
 
@@ -792,9 +798,12 @@ impl Store for PgStore {
                 "UPDATE oncerpc_events SET status = $3, outcome = $4, updated_at = {NOW}
                  WHERE id = $1 AND token = $2 RETURNING 1"
             );
-            let rows =
-                query(&client, &sql, &[&id, &(token as i64), &outcome_state(outcome), &outcome.json()])
-                    .await?;
+            let rows = query(
+                &client,
+                &sql,
+                &[&id, &(token as i64), &status_code(status_of(outcome)), &outcome.json()],
+            )
+            .await?;
             Ok(!rows.is_empty())
         })
     }

@@ -78,7 +78,7 @@ impl RedisStore {
         let outcome = match status {
             EventStatus::Processing => None,
             EventStatus::Succeeded => field(8).map(StoredOutcome::Succeeded),
-            EventStatus::Failed => field(8).map(StoredOutcome::Failed),
+            EventStatus::Failed | EventStatus::Cancelled => field(8).map(StoredOutcome::Failed),
         };
         Ok(Some(Event {
             id: id.to_owned(),

@@ -93,7 +93,7 @@ const MIGRATIONS: &[&str] = &[
         params      TEXT,
         return_step TEXT,
         tags        TEXT    NOT NULL,  -- JSON array of strings
-        status      INTEGER NOT NULL,  -- 0 processing, 1 succeeded, 2 failed
+        status      INTEGER NOT NULL,  -- 0 processing, 1 succeeded, 2 failed, 3 cancelled
         outcome     TEXT,
         created_at  INTEGER NOT NULL,
         updated_at  INTEGER NOT NULL,
@@ -477,6 +477,7 @@ fn event_columns(status: EventStatus, outcome: Option<&StoredOutcome>) -> (i64, 
         EventStatus::Processing => 0,
         EventStatus::Succeeded => 1,
         EventStatus::Failed => 2,
+        EventStatus::Cancelled => 3,
     };
     (code, outcome.map(StoredOutcome::json))
 }
@@ -487,6 +488,7 @@ fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
     let (status, outcome) = match (status, outcome) {
         (1, Some(o)) => (EventStatus::Succeeded, Some(StoredOutcome::Succeeded(o))),
         (2, Some(o)) => (EventStatus::Failed, Some(StoredOutcome::Failed(o))),
+        (3, Some(o)) => (EventStatus::Cancelled, Some(StoredOutcome::Failed(o))),
         _ => (EventStatus::Processing, None),
     };
     let tags: String = row.get(7)?;

@@ -35,7 +35,8 @@ impl Dispatcher {
         cid: Arc<str>,
     ) -> Result<IdempotencyStatus, RpcError> {
         match event.status {
-            EventStatus::Failed => {}
+            // A cancelled event's outcome is a failure: a force retry runs it anew.
+            EventStatus::Failed | EventStatus::Cancelled => {}
             EventStatus::Processing => return Ok(IdempotencyStatus::Processing),
             EventStatus::Succeeded => return Err(RpcError::new(ErrorCode::ForceRetryRefused)),
         }
@@ -54,6 +55,7 @@ impl Dispatcher {
             cid,
             started,
             created_at_ms: Some(event.created_at_ms),
+            progress: None,
         };
         tracing::info!(event_id = %id, correlation_id = %sub.cid, "re-driving a failed event");
         // As in `submit`: the budget place first, then the claim in a task of its own, so a

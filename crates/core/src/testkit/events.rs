@@ -55,6 +55,27 @@ pub async fn events_lifecycle(store: Arc<dyn Store>) {
     assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Succeeded, Some(&ok)));
     assert_eq!(got.tags, ev.tags);
     assert_eq!(got.created_at_ms, ev.created_at_ms);
+
+    // A cancellation (-32009) is a failed outcome whose event reads `cancelled`, found by that
+    // status only; its record keeps the plain failure (a duplicate gets the stored error).
+    let cancelled = crate::events::cancelled_outcome();
+    let other = event(&fresh_key("flow", "evt-cancel"), TTL);
+    store.put_event(&other).await.unwrap();
+    assert!(store.finish_event(&other.id, other.token, &cancelled).await.unwrap());
+    let got = store.get_event(&other.id).await.unwrap().unwrap();
+    assert_eq!((got.status, got.outcome.as_ref()), (EventStatus::Cancelled, Some(&cancelled)));
+    assert!(!all_pending(&*store).await.iter().any(|e| e.id == other.id));
+    let tenant = &other.record.tenant;
+    for (status, listed) in [(EventStatus::Cancelled, true), (EventStatus::Failed, false)] {
+        let filter = crate::store::EventFilter { status: Some(status), ..Default::default() };
+        let all = super::listing::list_all(&*store, tenant, &filter, 10).await;
+        assert_eq!(all.iter().any(|e| e.id == other.id), listed, "filtered by {status:?}");
+    }
+    let record = fresh_key("flow", "rec-cancel");
+    let token = super::acquire(&*store, &record, "fp", TTL).await;
+    assert!(store.complete(&record, token, &cancelled, TTL).await.unwrap());
+    let state = store.get(&record).await.unwrap().map(|r| r.state);
+    assert_eq!(state, Some(crate::store::RecordState::Done(cancelled)), "the record keeps the failure");
 }
 
 /// Events expire with their TTL.

@@ -23,8 +23,13 @@ fn skip(what: &str) {
 /// `tests/clients/mcp_client.py` under the Python that has the SDK, with `args`; `None` when
 /// there is no such Python (outside CI).
 pub fn python(args: &[&str]) -> Option<Command> {
+    python_script("mcp_client.py", args)
+}
+
+/// `tests/clients/{script}` under the Python that has the SDK, with `args`.
+pub fn python_script(script: &str, args: &[&str]) -> Option<Command> {
     let mut cmd = Command::new(python_sdk()?);
-    cmd.arg(client_script("mcp_client.py")).args(args);
+    cmd.arg(client_script(script)).args(args);
     Some(cmd)
 }
 
@@ -78,7 +83,7 @@ pub fn typescript(args: &[&str]) -> Option<Command> {
     typescript_script("mcp_ts_client.mjs", args)
 }
 
-/// A TypeScript SDK (session era) script of `tests/clients` under that Node, with `args`.
+/// `tests/clients/{script}` under the Node of the session-era TypeScript SDK, with `args`.
 pub fn typescript_script(script: &str, args: &[&str]) -> Option<Command> {
     let dir = node_dir()?;
     let mut cmd = Command::new(dir.join("node_modules/.bin/node"));

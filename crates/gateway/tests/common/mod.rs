@@ -7,6 +7,7 @@ pub mod mcp_clients;
 pub mod pki;
 pub mod process;
 pub mod proxy;
+pub mod tasks;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -21,6 +21,9 @@
 //! * **`tasks/update`**: no tool here asks for input, so there is nothing to resume: the
 //!   empty ack for a known task (responses are ignored), `-32602` for an unknown one.
 //! * `tasks/list` and `tasks/result` are not in the revision (`-32601`).
+//!
+//! The session era's experimental tasks (`2025-11-25`) are the same events in that revision's
+//! shapes: [`session`].
 
 use std::sync::Arc;
 
@@ -32,6 +35,8 @@ use serde_json::{Map, Value, json};
 
 use crate::stateless::META_CLIENT_CAPABILITIES;
 use crate::{Session, Tools, call};
+
+pub mod session;
 
 /// The extension's identifier (`capabilities.extensions` on both sides).
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -102,25 +107,43 @@ pub async fn create(
     session: &Session,
 ) -> Result<(String, bool), RpcError> {
     let prepared = call::prepare(tools, req, id, session, None)?;
+    Ok(match start(dispatcher, prepared).await {
+        Started::Task { id, event, meta } => {
+            let mut task = envelope(dispatcher, &id, event.as_deref(), "task");
+            task.insert("_meta".into(), Value::Object(meta));
+            (Value::Object(task).to_string(), false)
+        }
+        Started::Refused(result) => (crate::stateless::complete(&result), true),
+    })
+}
+
+/// What [`start`] did with a call.
+pub(crate) enum Started {
+    /// An event runs it (or ran it: the same key): its id, the event as written, and the
+    /// result's `_meta` (the key unless it was made up, `new|duplicate|processing`).
+    Task { id: String, event: Option<Box<Event>>, meta: Map<String, Value> },
+    /// Refused before it became an event: the tool's error result (JSON text).
+    Refused(String),
+}
+
+/// Submit a prepared `tools/call` as an event (both eras' task creation).
+pub(crate) async fn start(dispatcher: &Arc<Dispatcher>, prepared: call::Prepared<'_>) -> Started {
     let submitted = dispatcher.submit(&prepared.name, Some(&prepared.arguments), &prepared.meta, Vec::new());
     match submitted.await {
         Ok(sub) => {
             // Written before `submit` answered: a tasks/get right after this answer finds it.
-            let event = dispatcher.store().get_event(&sub.event_id).await.ok().flatten();
+            let event = dispatcher.store().get_event(&sub.event_id).await.ok().flatten().map(Box::new);
             let mut meta = Map::new();
             if !sub.synthetic_key {
                 meta.insert(call::META_KEY.into(), json!(&*sub.key));
             }
             meta.insert(call::META_STATUS.into(), json!(sub.status.as_str()));
-            let mut task = envelope(dispatcher, &sub.event_id, event.as_ref(), "task");
-            task.insert("_meta".into(), Value::Object(meta));
             tracing::info!(tool = %LogSafe(&prepared.name), event_id = %sub.event_id, status = sub.status.as_str(), "MCP task");
-            Ok((Value::Object(task).to_string(), false))
+            Started::Task { id: sub.event_id, event, meta }
         }
         Err(e) => {
             let cid = prepared.meta.correlation_id.as_deref().unwrap_or("");
-            let result = call::tool_result(&Outcome::Error(e), None, cid);
-            Ok((crate::stateless::complete(&result), true))
+            Started::Refused(call::tool_result(&Outcome::Error(e), None, cid))
         }
     }
 }
@@ -131,9 +154,7 @@ pub async fn get(
     tenant: &str,
     params: &Map<String, Value>,
 ) -> Result<String, RpcError> {
-    let id = task_id(params, "tasks/get")?;
-    let event = tenant_event(dispatcher, tenant, id).await?;
-    Ok(detailed(dispatcher, &event))
+    Ok(detailed(dispatcher, &named_event(dispatcher, tenant, params, "tasks/get").await?))
 }
 
 /// `tasks/cancel`: the empty ack; a running task is cancelled, a finished one left as it is.
@@ -146,10 +167,7 @@ pub async fn cancel(
     match dispatcher.cancel_event(tenant, id).await {
         Ok(Cancelled::NotFound) => Err(unknown(id)),
         Ok(_) => Ok(ACK.to_owned()),
-        Err(e) => {
-            tracing::error!(error = %e, "could not cancel a task: the store did not answer");
-            Err(RpcError::new(ErrorCode::StoreUnavailable))
-        }
+        Err(e) => Err(unavailable(&e, "cancel a task")),
     }
 }
 
@@ -169,44 +187,57 @@ pub async fn update(
 
 const ACK: &str = r#"{"resultType":"complete"}"#;
 
-fn task_id<'p>(params: &'p Map<String, Value>, method: &str) -> Result<&'p str, RpcError> {
+pub(crate) fn task_id<'p>(params: &'p Map<String, Value>, method: &str) -> Result<&'p str, RpcError> {
     params
         .get("taskId")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params(format!("{method} needs taskId (a string)")))
 }
 
-fn unknown(id: &str) -> RpcError {
+pub(crate) fn unknown(id: &str) -> RpcError {
     RpcError::invalid_params(format!("Unknown task: {}", LogSafe(id)))
 }
 
+/// `-32004` for a store that did not answer, logged once.
+pub(crate) fn unavailable(e: &oncerpc_core::store::StoreError, what: &str) -> RpcError {
+    tracing::error!(error = %e, "could not {what}: the store did not answer");
+    RpcError::new(ErrorCode::StoreUnavailable)
+}
+
+/// The event `params.taskId` names, if it is `tenant`'s (for `method`'s errors).
+pub(crate) async fn named_event(
+    dispatcher: &Dispatcher,
+    tenant: &str,
+    params: &Map<String, Value>,
+    method: &str,
+) -> Result<Event, RpcError> {
+    tenant_event(dispatcher, tenant, task_id(params, method)?).await
+}
+
 /// The event `id` if it is `tenant`'s (another tenant's is as unknown as a missing one).
-async fn tenant_event(dispatcher: &Dispatcher, tenant: &str, id: &str) -> Result<Event, RpcError> {
+pub(crate) async fn tenant_event(dispatcher: &Dispatcher, tenant: &str, id: &str) -> Result<Event, RpcError> {
     match dispatcher.store().get_event(id).await {
         Ok(Some(e)) if &*e.record.tenant == tenant => Ok(e),
         Ok(_) => Err(unknown(id)),
-        Err(e) => {
-            tracing::error!(error = %e, "could not read a task: the store did not answer");
-            Err(RpcError::new(ErrorCode::StoreUnavailable))
-        }
+        Err(e) => Err(unavailable(&e, "read a task")),
     }
 }
 
 /// What a task's status is, and what it carries.
-enum State {
+pub(crate) enum State {
     Working,
-    /// The tool result (JSON text).
-    Completed(String),
+    /// The tool result (JSON text), and whether it is an error result (`isError`).
+    Completed(String, bool),
     /// The JSON-RPC error (JSON text, as stored).
     Failed(String),
     Cancelled,
 }
 
-fn state(event: &Event) -> State {
+pub(crate) fn state(event: &Event) -> State {
     match (&event.status, &event.outcome) {
         (EventStatus::Processing, _) => State::Working,
         (_, Some(StoredOutcome::Succeeded(json))) => match RawValue::from_string(json.clone()) {
-            Ok(raw) => State::Completed(call::tool_result(&Outcome::Result(raw), None, &event.id)),
+            Ok(raw) => State::Completed(call::tool_result(&Outcome::Result(raw), None, &event.id), false),
             Err(_) => {
                 State::Failed(RpcError::internal("stored result is not JSON").to_json().get().to_owned())
             }
@@ -214,7 +245,7 @@ fn state(event: &Event) -> State {
         (_, Some(StoredOutcome::Failed(json))) => match RpcError::from_json(json) {
             Ok(e) if e.code == ErrorCode::Cancelled => State::Cancelled,
             Ok(e) if FAILED.contains(&e.code) => State::Failed(json.clone()),
-            Ok(e) => State::Completed(call::tool_result(&Outcome::Error(e), None, &event.id)),
+            Ok(e) => State::Completed(call::tool_result(&Outcome::Error(e), None, &event.id), true),
             Err(_) => {
                 State::Failed(RpcError::internal("stored error is not JSON").to_json().get().to_owned())
             }
@@ -230,15 +261,11 @@ fn envelope(
     event: Option<&Event>,
     result_type: &str,
 ) -> Map<String, Value> {
-    let ttl_ms = match event {
-        Some(e) => e.expires_at_ms.saturating_sub(e.created_at_ms),
-        None => dispatcher.config().idempotency.ttl.as_millis() as u64,
-    }
-    .max(1);
+    let ttl_ms = ttl_ms(dispatcher, event);
     let now = oncerpc_core::store::now_ms();
     let status = match event.map(state) {
         None | Some(State::Working) => "working",
-        Some(State::Completed(_)) => "completed",
+        Some(State::Completed(..)) => "completed",
         Some(State::Failed(_)) => "failed",
         Some(State::Cancelled) => "cancelled",
     };
@@ -253,13 +280,22 @@ fn envelope(
     task
 }
 
+/// A task's lifetime: the record's (its event expires with it), from its creation.
+pub(crate) fn ttl_ms(dispatcher: &Dispatcher, event: Option<&Event>) -> u64 {
+    match event {
+        Some(e) => e.expires_at_ms.saturating_sub(e.created_at_ms),
+        None => dispatcher.config().idempotency.ttl.as_millis() as u64,
+    }
+    .max(1)
+}
+
 /// A `tasks/get` result: the envelope, and the inlined `result` (its bytes as made from the
 /// stored outcome) or `error` (as stored).
 fn detailed(dispatcher: &Dispatcher, event: &Event) -> String {
     let mut task = envelope(dispatcher, &event.id, Some(event), "complete");
     let (member, raw) = match state(event) {
         State::Working => (None, String::new()),
-        State::Completed(result) => (Some("result"), result),
+        State::Completed(result, _) => (Some("result"), result),
         State::Failed(error) => (Some("error"), error),
         State::Cancelled => {
             task.insert("statusMessage".into(), json!("cancelled by tasks/cancel"));
