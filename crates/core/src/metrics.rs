@@ -211,6 +211,11 @@ impl Metrics {
         self.registry.register(collector).map_err(|e| e.to_string())
     }
 
+    /// Every metric family as it stands now (the console's status page reads its totals).
+    pub fn families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.registry.gather()
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         if let Some(read) = LOG_LINES_DROPPED.get() {

@@ -201,6 +201,12 @@ impl Dispatcher {
         (outcome, info, cid)
     }
 
+    /// Background executions (keyed commands, async events) running now, and
+    /// `limits.max_background`.
+    pub fn background(&self) -> (usize, usize) {
+        self.exec.background_usage()
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
