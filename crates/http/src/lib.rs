@@ -57,6 +57,7 @@
 //! ```
 
 pub mod auth;
+pub mod console;
 mod cors;
 mod flows;
 mod mcp;
@@ -127,6 +128,8 @@ pub struct HttpConfig {
     pub mcp_session_secret: Option<String>,
     /// How long an MCP session may go unused before it ends (`mcp.session_idle_secs`).
     pub mcp_session_idle: Duration,
+    /// The operator console at `/console` (`[console]`); `None`: off.
+    pub console: Option<console::ConsoleConfig>,
 }
 
 impl Default for HttpConfig {
@@ -142,6 +145,7 @@ impl Default for HttpConfig {
             mcp_enabled: true,
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
+            console: None,
         }
     }
 }
@@ -163,6 +167,8 @@ pub(crate) struct AppState {
     event_api: prometheus::IntCounterVec,
     /// `/mcp`, when enabled.
     mcp: Option<mcp::McpDoor>,
+    /// `/console`, when enabled.
+    console: Option<console::Console>,
 }
 
 /// The router with every route of the front door.
@@ -199,7 +205,10 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         door.server.metrics().register(&door_metrics);
         let _ = door_metrics.register(Box::new(door.sessions.active_gauge()));
     }
+    let console = config.console.clone().map(|c| console::Console::new(c, &door_metrics));
+    let console_routes = console.is_some().then(console::routes);
     let state = Arc::new(AppState {
+        console,
         mcp,
         dispatcher,
         config,
@@ -224,8 +233,12 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
         .route("/healthz", get(healthz))
         .route("/openrpc.json", get(openrpc))
-        .route("/metrics", get(metrics))
-        .with_state(state);
+        .route("/metrics", get(metrics));
+    let router = match console_routes {
+        Some(routes) => router.merge(routes),
+        None => router,
+    };
+    let router = router.with_state(state);
     match cors {
         Some(cors) => router.layer(cors),
         None => router,
