@@ -57,6 +57,16 @@ struct Submission {
     started: Instant,
     /// The event's creation time when it already has one (a re-drive keeps it).
     created_at_ms: Option<u64>,
+    /// The caller's trace context (not stored: a resumed or re-driven execution has none).
+    trace: Option<crate::TraceContext>,
+}
+
+/// Where an event's execution comes from: its correlation id, when its deadline started, and
+/// the caller's trace context.
+struct Origin {
+    cid: Arc<str>,
+    started: Instant,
+    trace: Option<crate::TraceContext>,
 }
 
 impl Submission {
@@ -116,6 +126,7 @@ impl Dispatcher {
             cid,
             started,
             created_at_ms: None,
+            trace: meta.trace.clone(),
         };
         // The budget place travels with the event's execution; refused before any claim.
         let permit = self.exec.permit(&meta.tenant)?;
@@ -167,7 +178,8 @@ impl Dispatcher {
                     }
                 };
                 let journal = self.exec.journal(&sub.record, token, kind, lease).await;
-                self.spawn_event(sub.method.clone(), event, journal, sub.cid.clone(), sub.started, permit);
+                let origin = Origin { cid: sub.cid.clone(), started: sub.started, trace: sub.trace.clone() };
+                self.spawn_event(sub.method.clone(), event, journal, origin, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
@@ -274,10 +286,10 @@ impl Dispatcher {
         method: Arc<Method>,
         event: Event,
         journal: crate::journal::StepJournal,
-        cid: Arc<str>,
-        started: Instant,
+        origin: Origin,
         permit: crate::Permit,
     ) {
+        let Origin { cid, started, trace } = origin;
         let token = journal.token();
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
@@ -289,6 +301,7 @@ impl Dispatcher {
             correlation_id = %cid,
             method = %method.name,
             tenant = %event.record.tenant,
+            trace_id = trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
         );
         self.exec.spawn(
             async move {
@@ -310,6 +323,7 @@ impl Dispatcher {
                     return_step: event.return_step.as_deref().map(Arc::from),
                     journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
                     progress: None,
+                    trace,
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
@@ -387,7 +401,7 @@ impl Dispatcher {
                 }
                 let cid = Arc::from(event.id.as_str());
                 let journal = self.exec.journal(&event.record, token, kind, lease).await;
-                self.spawn_event(method, event, journal, cid, started, permit);
+                self.spawn_event(method, event, journal, Origin { cid, started, trace: None }, permit);
                 Ok(true)
             }
             Ok(Acquired::Not(Claim::Done(outcome, _))) => {

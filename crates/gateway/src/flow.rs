@@ -328,6 +328,17 @@ impl Flow {
         if let Some(key) = self.step_key(ctx, step) {
             req = req.header("x-idempotency-key", key);
         }
+        // W3C Trace Context: the step request is a span of the gateway's own, a child of the
+        // caller's; its id is logged so the upstream's parent id leads back here.
+        if let Some(trace) = &ctx.trace {
+            let (traceparent, span_id) = trace.child();
+            // The request's span carries the trace id.
+            tracing::debug!(step = %step.name, span_id = %span_id, "upstream step request");
+            req = req.header("traceparent", traceparent);
+            if let Some(state) = &trace.state {
+                req = req.header("tracestate", state);
+            }
+        }
         let mut resp = req.send().await.map_err(|e| {
             let tls = crate::upstream::tls_reason(&e);
             // A refused or reset connection may be back; a certificate will not change.

@@ -83,6 +83,11 @@ struct CallMeta<'a> {
     force_retry: Option<&'a RawValue>,
     #[serde(rename = "progressToken", borrow)]
     progress_token: Option<&'a RawValue>,
+    /// W3C Trace Context, where the transport has no headers (stdio) or to override them.
+    #[serde(borrow)]
+    traceparent: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tracestate: Option<&'a RawValue>,
 }
 
 fn starts_with(raw: &RawValue, c: char) -> bool {
@@ -152,8 +157,17 @@ pub(crate) fn prepare<'t>(
         .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
         .filter(|t| t.is_string() || t.is_number());
     let progress = crate::notify::progress(outbox, token, session.log_level.as_deref(), &name);
+    // A string that is not a valid `traceparent` is ignored, like a malformed header.
+    let text = |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+    let trace = match meta.as_ref().and_then(|m| text(m.traceparent)) {
+        Some(tp) => {
+            oncerpc_core::TraceContext::parse(&tp, text(meta.as_ref().and_then(|m| m.tracestate)).as_deref())
+        }
+        None => session.trace.clone(),
+    };
     let meta = RequestMeta {
         tenant: session.tenant.clone(),
+        trace,
         idempotency_key: key,
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),

@@ -96,6 +96,9 @@ pub struct RequestMeta {
     /// Where the handler reports its steps while it runs (the MCP door's progress and log
     /// notifications); `None`: nobody listens.
     pub progress: Option<crate::Progress>,
+    /// The caller's W3C trace context (`traceparent`/`tracestate`, or MCP's `_meta`), handed
+    /// on to upstream steps and written on the request's log lines.
+    pub trace: Option<crate::TraceContext>,
 }
 
 impl Default for RequestMeta {
@@ -109,6 +112,7 @@ impl Default for RequestMeta {
             key_headers: Vec::new(),
             signature_verified: false,
             progress: None,
+            trace: None,
         }
     }
 }
