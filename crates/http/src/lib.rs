@@ -524,6 +524,8 @@ async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(st): State<Arc<AppState>>) -> Response {
+    let (background, capacity) = st.dispatcher.background();
+    st.dispatcher.metrics().set_background(background, capacity);
     let mut text = st.dispatcher.metrics().render();
     let mut door = Vec::new();
     let _ =
