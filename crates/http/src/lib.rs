@@ -6,7 +6,8 @@
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
 //! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
-//! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics`.
+//! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics` (module `ops`).
+//! * `/console` — the operator console ([`console`]), when enabled.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
 //! * `limits.max_in_flight`: past it, `503` (`-32007`).
@@ -62,6 +63,7 @@ mod cors;
 mod flows;
 mod mcp;
 mod meta;
+mod ops;
 mod rpc;
 pub(crate) use meta::request_meta;
 mod sse;
@@ -75,7 +77,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -231,9 +232,9 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events", get(flows::list_events))
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
-        .route("/healthz", get(healthz))
-        .route("/openrpc.json", get(openrpc))
-        .route("/metrics", get(metrics));
+        .route("/healthz", get(ops::healthz))
+        .route("/openrpc.json", get(ops::openrpc))
+        .route("/metrics", get(ops::metrics));
     let router = match console_routes {
         Some(routes) => router.merge(routes),
         None => router,
@@ -497,44 +498,6 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
 /// `Retry-After` is whole seconds: rounded up, at least 1.
 pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
-}
-
-async fn healthz(State(st): State<Arc<AppState>>) -> Response {
-    let store = st.dispatcher.store();
-    match store.ping().await {
-        Ok(()) => json_response(
-            StatusCode::OK,
-            serde_json::json!({"status": "ok", "store": store.name()}).to_string(),
-            None,
-        ),
-        // SPEC §12: the error text (addresses, OS errors) goes to the log, never to a client.
-        Err(e) => {
-            tracing::warn!(store = store.name(), error = %e, "healthz: store unavailable");
-            json_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                serde_json::json!({"status": "degraded", "store": store.name()}).to_string(),
-                None,
-            )
-        }
-    }
-}
-
-async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
-    json_response(StatusCode::OK, st.dispatcher.openrpc().get().as_bytes().to_vec(), None)
-}
-
-async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    let (background, capacity) = st.dispatcher.background();
-    st.dispatcher.metrics().set_background(background, capacity);
-    let mut text = st.dispatcher.metrics().render();
-    let mut door = Vec::new();
-    let _ =
-        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &st.door_metrics.gather(), &mut door);
-    text.push_str(&String::from_utf8_lossy(&door));
-    let mut resp = (StatusCode::OK, text).into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
-    resp
 }
 
 /// Connection-level limits of [`serve`] (SPEC §12).
