@@ -148,3 +148,59 @@ async fn login_sets_a_strict_http_only_cookie_and_needs_the_forms_token() {
     assert_eq!(bad.status(), 400);
     s.stop().await;
 }
+
+/// Log in as the tenant of `KEY`; the session cookie (`name=value`).
+async fn log_in(s: &TestServer, c: &reqwest::Client) -> String {
+    let (token, pre) = login_form(s, c).await;
+    let resp = c
+        .post(s.url("/console/login"))
+        .header("cookie", &pre)
+        .body(format!("api_key={KEY}&csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303);
+    let session = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .find(|v| v.starts_with("oncerpc_console="));
+    session.expect("a session").split(';').next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn console_pages_obey_the_tenants_limits_and_say_when_the_store_is_down() {
+    use oncerpc_core::testkit::SwitchableStore;
+    use std::sync::Arc;
+
+    let mut cfg = config();
+    cfg.tenants[0].rate_per_sec = Some(0.001);
+    cfg.tenants[0].burst = Some(2);
+    let demo = Arc::new(oncerpc::demo::DemoState::default());
+    let store = Arc::new(SwitchableStore::new(Arc::new(oncerpc_core::MemoryStore::default())));
+    let app = oncerpc::App::with_store(cfg, oncerpc_core::Registry::new(), demo, store.clone()).unwrap();
+    let s = TestServer::start_app(app).await;
+    let c = client();
+    let cookie = log_in(&s, &c).await;
+
+    // The store down: the events page is a 503 page that says so (no internals); the status
+    // page shows the store unavailable.
+    store.set_down(true);
+    let page = c.get(s.url("/console/events")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(page.status(), 503);
+    let body = page.text().await.unwrap();
+    assert!(body.contains("The store is not answering") && !body.contains("refused"), "{body}");
+    let status = c.get(s.url("/console/status")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(status.status(), 200);
+    let body = status.text().await.unwrap();
+    assert!(body.contains("unavailable") && body.contains("details in the log"), "{body}");
+    assert!(!body.contains("switched down"), "the store's error text stays in the log: {body}");
+    store.set_down(false);
+
+    // The tenant's burst of 2 is spent: its third console request is refused like any other.
+    let page = c.get(s.url("/console/events")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(page.status(), 429);
+    assert!(page.headers().contains_key("retry-after"));
+    s.stop().await;
+}
