@@ -329,7 +329,7 @@ impl Dispatcher {
                 let work = run_handler(&method, ctx, params.as_deref(), started);
                 let (outcome, settled) = this
                     .exec
-                    .run_owned(&event.record, token, &event.fingerprint, lease, work, |_, _| {})
+                    .run_owned(&event.record, token, &event.fingerprint, lease, false, work, |_, _| {})
                     .await;
                 this.exec.settle_event(&event.id, token, &outcome, &settled).await;
                 let code = match &outcome {

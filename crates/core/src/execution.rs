@@ -309,15 +309,18 @@ impl Executions {
 
     /// Run `work` as the owner of `token`: renew the lease while it runs and until its
     /// outcome is stored, then store it (or release the record when the handler refused its
-    /// params). `early` is called once, after the first write attempt (with `Settled::Storing`
+    /// params, or when `release_transport` and it failed in transport: `-32005`/`-32006`,
+    /// see [`MethodSpec::transport_failures_unrecorded`](crate::MethodSpec)). `early` is called once, after the first write attempt (with `Settled::Storing`
     /// when it failed), so a waiting client is answered without waiting for a store that is
     /// down; the returned value is the final one.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run_owned(
         &self,
         key: &RecordKey,
         token: u64,
         fingerprint: &str,
         lease: Duration,
+        release_transport: bool,
         work: impl Future<Output = Outcome>,
         early: impl FnOnce(&Outcome, &Settled),
     ) -> (Outcome, Settled) {
@@ -326,7 +329,7 @@ impl Executions {
         }
         let run = async {
             let outcome = work.await;
-            let settled = self.settle(key, token, fingerprint, &outcome, early).await;
+            let settled = self.settle(key, token, fingerprint, &outcome, release_transport, early).await;
             (outcome, settled)
         };
         let result = with_heartbeat(run, self.heartbeat(key, token, lease)).await;
@@ -363,10 +366,15 @@ impl Executions {
         token: u64,
         fingerprint: &str,
         outcome: &Outcome,
+        release_transport: bool,
         early: impl FnOnce(&Outcome, &Settled),
     ) -> Settled {
-        if matches!(outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams) {
-            // Rejected by the handler's own params check: no record (SPEC §3).
+        let transport = |c: ErrorCode| matches!(c, ErrorCode::Timeout | ErrorCode::UpstreamFailed);
+        if matches!(outcome, Outcome::Error(e) if e.code == ErrorCode::InvalidParams
+            || (release_transport && transport(e.code)))
+        {
+            // Rejected by the handler's own params check: no record (SPEC §3). Or a transport
+            // failure the method does not record (SPEC §16b): the retry runs again.
             if let Err(e) = self.store.release(key, token).await {
                 tracing::error!(error = %e, "could not release the claim of a rejected command (it lapses with its lease)");
             }

@@ -65,8 +65,8 @@ pub mod trace;
 pub use budget::Permit;
 pub use derived::KeyOrigin;
 pub use dispatch::{
-    BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, IdempotencyInfo, RESERVED_PARAMS, Reply,
-    RequestMeta, generated_id,
+    BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, ExternalMethod, IdempotencyInfo,
+    RESERVED_PARAMS, Reply, RequestMeta, generated_id,
 };
 pub use events::Submitted;
 pub use execution::lease_margin;

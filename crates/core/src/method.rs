@@ -104,6 +104,11 @@ pub struct MethodSpec {
     /// (same tenant, method and params) within this window is a duplicate (SPEC §16).
     /// Commands only.
     pub derive_key_window: Option<Duration>,
+    /// A timeout (`-32005`) or upstream failure (`-32006`) of this command is not an outcome:
+    /// its record is released instead of stored as failed, so a retry with the same key runs
+    /// again. For handlers whose transport failures say nothing about whether the side effect
+    /// happened and whose upstream has its own key (an MCP upstream's tools, SPEC §16b).
+    pub transport_failures_unrecorded: bool,
 }
 
 /// How the MCP door shows a method as a tool (SPEC §16). The kind gives the rest of the
@@ -150,6 +155,7 @@ impl MethodSpec {
             signed: false,
             tool: ToolOptions::default(),
             derive_key_window: None,
+            transport_failures_unrecorded: false,
         }
     }
 

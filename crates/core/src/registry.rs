@@ -54,32 +54,11 @@ impl Registry {
         spec: MethodSpec,
         handler: Arc<dyn Handler>,
     ) -> Result<&mut Self, RegistryError> {
-        if name.is_empty() {
-            return Err(RegistryError::EmptyName);
-        }
-        if name.starts_with("rpc.") {
-            return Err(RegistryError::Reserved(name.into()));
-        }
         if self.methods.contains_key(name) {
             return Err(RegistryError::Duplicate(name.into()));
         }
-        if spec.kind == Kind::Command && spec.notification_allowed {
-            return Err(RegistryError::CommandNotification(name.into()));
-        }
-        if spec.timeout.is_zero() {
-            return Err(RegistryError::ZeroTimeout(name.into()));
-        }
-        let mut spec = spec;
-        check_webhook_rules(&mut spec).map_err(|e| RegistryError::Webhook(name.into(), e))?;
-        let validator = match &spec.params_schema {
-            None => None,
-            Some(schema) => Some(
-                jsonschema::validator_for(schema)
-                    .map_err(|e| RegistryError::Schema(name.into(), e.to_string()))?,
-            ),
-        };
-        let name: Arc<str> = name.into();
-        let method = Method { name: name.clone(), spec, validator, handler, metrics: Default::default() };
+        let method = Method::build(name, spec, handler)?;
+        let name = method.name.clone();
         self.methods.insert(name, Arc::new(method));
         Ok(self)
     }
@@ -142,6 +121,39 @@ fn check_webhook_rules(spec: &mut MethodSpec) -> Result<(), String> {
         crate::derived::check_fingerprint_pointers(pointers).map_err(|e| format!("fingerprint_from: {e}"))?;
     }
     Ok(())
+}
+
+impl Method {
+    /// A method checked as registration checks it (name, kind rules, timeout, webhook rules)
+    /// with its params schema compiled.
+    pub(crate) fn build(
+        name: &str,
+        spec: MethodSpec,
+        handler: Arc<dyn Handler>,
+    ) -> Result<Method, RegistryError> {
+        if name.is_empty() {
+            return Err(RegistryError::EmptyName);
+        }
+        if name.starts_with("rpc.") {
+            return Err(RegistryError::Reserved(name.into()));
+        }
+        if spec.kind == Kind::Command && spec.notification_allowed {
+            return Err(RegistryError::CommandNotification(name.into()));
+        }
+        if spec.timeout.is_zero() {
+            return Err(RegistryError::ZeroTimeout(name.into()));
+        }
+        let mut spec = spec;
+        check_webhook_rules(&mut spec).map_err(|e| RegistryError::Webhook(name.into(), e))?;
+        let validator = match &spec.params_schema {
+            None => None,
+            Some(schema) => Some(
+                jsonschema::validator_for(schema)
+                    .map_err(|e| RegistryError::Schema(name.into(), e.to_string()))?,
+            ),
+        };
+        Ok(Method { name: name.into(), spec, validator, handler, metrics: Default::default() })
+    }
 }
 
 #[cfg(test)]

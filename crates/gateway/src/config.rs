@@ -358,7 +358,12 @@ pub const TTL_LEASE_RATIO: u64 = 10;
 #[serde(deny_unknown_fields)]
 pub struct StepConfig {
     pub name: String,
+    /// An HTTP upstream (`POST`); exactly one of `url` and `mcp`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    /// A tool of an MCP upstream (`mcp = { upstream, tool }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::mcp_upstreams::McpStep>,
     /// Attempts and backoff for transient failures (`retry.rs`); one attempt by default.
     #[serde(default)]
     pub retry: crate::retry::RetryPolicy,
@@ -595,7 +600,10 @@ impl Config {
                         m.name, s.name
                     )));
                 }
-                if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
+                if let Some(mcp) = &s.mcp {
+                    crate::mcp_upstreams::check_step(self, mcp, s.url.is_empty())
+                        .map_err(|e| invalid(format!("methods.{}.steps.{}: {e}", m.name, s.name)))?;
+                } else if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {
                     return Err(invalid(format!(
                         "methods.{}.steps.{}: url must start with http:// or https://",
                         m.name, s.name

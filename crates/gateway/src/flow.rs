@@ -76,6 +76,8 @@ pub struct Flow {
     /// The method's time limit: no retry waits past it.
     timeout: Duration,
     attempts: StepAttempts,
+    /// The MCP upstreams `mcp` steps call.
+    mcp: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
 }
 
 /// `oncerpc_step_attempts_total{method,step,outcome}`, shared by every flow of an app.
@@ -122,6 +124,8 @@ enum Failure {
     NotJson(String),
     /// The attempt's own `timeout_ms` ran out.
     Timeout(u64),
+    /// An `mcp` step: the upstream could not be called, or its tool answered an error.
+    Mcp(String),
 }
 
 /// Reading an answer body stopped.
@@ -141,7 +145,7 @@ impl Flow {
     ) -> Flow {
         let defs: Vec<StepDef> = steps.iter().map(step_def).collect();
         let fingerprint = oncerpc_core::journal::flow_fingerprint(&defs);
-        Flow { name: name.to_owned(), steps, defs, fingerprint, client, policy, timeout, attempts }
+        Flow { name: name.to_owned(), steps, defs, fingerprint, client, policy, timeout, attempts, mcp: None }
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
@@ -319,6 +323,9 @@ impl Flow {
         step: &StepConfig,
         input: bytes::Bytes,
     ) -> Result<String, (RpcError, Attempt)> {
+        if let Some(mcp) = &step.mcp {
+            return self.mcp_attempt(ctx, step, mcp, &input).await;
+        }
         let mut req = self
             .client
             .post(&step.url)
@@ -382,6 +389,36 @@ impl Flow {
         }
     }
 
+    /// One attempt of an `mcp` step: `tools/call` of the upstream's tool with the step's input
+    /// as arguments and the step's key. The upstream down or slow is transient (`-32006`,
+    /// `-32005`); an `isError` result fails the step.
+    async fn mcp_attempt(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        mcp: &crate::mcp_upstreams::McpStep,
+        input: &[u8],
+    ) -> Result<String, (RpcError, Attempt)> {
+        let permanent = |why: String| (self.fail(ctx, step, None, Failure::Mcp(why)), Attempt::Permanent);
+        let Some(upstreams) = &self.mcp else { return Err(permanent("no MCP upstreams".into())) };
+        let arguments = match serde_json::from_slice::<serde_json::Value>(input) {
+            Ok(serde_json::Value::Object(o)) => o,
+            _ => return Err(permanent("the step's input is not a JSON object (a tool's arguments)".into())),
+        };
+        let key = ctx.idempotency_key.as_ref().map(|k| upstream_key(&ctx.tenant, &self.name, k, &step.name));
+        match upstreams.call(&mcp.upstream, &mcp.tool, arguments, key.as_deref()).await {
+            Ok(result) if result["isError"] == json!(true) => Err(permanent(format!(
+                "the tool answered an error: {}",
+                crate::mcp_upstreams::step_output(&result)
+            ))),
+            Ok(result) => Ok(crate::mcp_upstreams::step_output(&result)),
+            Err(e) => Err((
+                self.fail(ctx, step, None, Failure::Mcp(e.message.into_owned())),
+                Attempt::Transient(None),
+            )),
+        }
+    }
+
     /// Log a failed step with every detail and its correlation id, and build its `-32006`: `{step, status}` in production, plus the detail in dev.
     fn fail(
         &self,
@@ -400,12 +437,14 @@ impl Flow {
             Failure::Timeout(ms) => {
                 ("reason", format!("no answer within the step's timeout_ms ({ms})"), None)
             }
+            Failure::Mcp(e) => ("reason", e, None),
         };
         tracing::warn!(
             correlation_id = %ctx.correlation_id,
             step = %step.name,
             status,
             url = %step.url,
+            mcp = step.mcp.as_ref().map(|m| tracing::field::display(format!("{}/{}", m.upstream, m.tool))),
             tls,
             detail = %log_quote(&detail),
             "upstream step failed"
@@ -506,7 +545,10 @@ pub fn upstream_key(tenant: &str, method: &str, key: &str, step: &str) -> String
 /// What the journal records a step as: its name, and a definition of its name and URL (how
 /// it is retried or timed out does not change what its output means).
 fn step_def(step: &StepConfig) -> StepDef {
-    StepDef::new(&step.name, &[&step.url])
+    match &step.mcp {
+        Some(m) => StepDef::new(&step.name, &[&step.url, "mcp", &m.upstream, &m.tool]),
+        None => StepDef::new(&step.name, &[&step.url]),
+    }
 }
 
 /// The outcome of an execution whose journal no longer fits the flow's definition (or was
@@ -545,11 +587,13 @@ pub fn register_flows(
     config: &crate::Config,
     client: &reqwest::Client,
     attempts: &StepAttempts,
+    mcp: Option<&Arc<oncerpc_mcp_upstream::Upstreams>>,
 ) -> Result<(), crate::ConfigError> {
     let policy = UpstreamPolicy::new(config);
     for m in &config.methods {
         let timeout = Duration::from_millis(config.method_timeout_ms(m));
-        let flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone());
+        let mut flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone());
+        flow.mcp = mcp.cloned();
         registry
             .register_arc(&m.name, crate::method_spec(config, m), Arc::new(flow))
             .map_err(|e| crate::ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;

@@ -12,6 +12,7 @@ pub mod flow;
 mod limits;
 pub mod logging;
 pub mod mcp;
+pub mod mcp_upstreams;
 pub mod retry;
 pub mod secrets;
 pub mod upstream;
@@ -36,6 +37,10 @@ pub struct App {
     pub demo: Arc<demo::DemoState>,
     /// The listener's TLS (`[tls]`), loaded when the app is built.
     tls: Option<Arc<oncerpc_http::tls::ListenerTls>>,
+    /// Other MCP servers' tools offered on the MCP door (`[[mcp.upstreams]]`).
+    pub external: oncerpc_mcp::External,
+    /// The supervisors of those upstreams (`None`: none configured).
+    pub upstreams: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
 }
 
 impl App {
@@ -51,10 +56,19 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         }
         let attempts = flow::StepAttempts::new();
-        flow::register_flows(&mut registry, &config, &upstream::client(&config.upstream)?, &attempts)?;
+        let mcp = mcp_upstreams::upstreams(&config)?;
+        let client = upstream::client(&config.upstream)?;
+        flow::register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
         let store = open_store(&config.store, config.mode).await?;
-        let app = App::with_store(config, registry, demo_state, store)?;
+        let mut app = App::with_store(config, registry, demo_state, store)?;
         app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
+        if let Some(upstreams) = mcp {
+            for c in upstreams.metrics().collectors() {
+                app.dispatcher.metrics().register(c).map_err(ConfigError::Invalid)?;
+            }
+            upstreams.start(app.dispatcher.clone(), app.external.clone(), client);
+            app.upstreams = Some(upstreams);
+        }
         Ok(app)
     }
 
@@ -115,7 +129,7 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?,
             ),
         };
-        Ok(App { config, dispatcher, demo, tls })
+        Ok(App { config, dispatcher, demo, tls, external: Default::default(), upstreams: None })
     }
 
     /// The HTTP router of this app.
@@ -141,6 +155,7 @@ impl App {
                 mcp_enabled: cfg.mcp.enabled,
                 mcp_session_secret: cfg.mcp.session_secret.clone(),
                 mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
+                mcp_external: self.external.clone(),
                 console: cfg.console.http(cfg.mode, cfg.tls.is_some()),
             },
         )

@@ -132,6 +132,7 @@ fn main() -> ExitCode {
             {
                 Ok(cfg) => {
                     print_summary(&cfg);
+                    oncerpc::mcp_upstreams::print_upstreams(&cfg);
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -223,7 +224,7 @@ fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
         let (input, output, signal) =
             (tokio::io::stdin(), tokio::io::stdout(), oncerpc_http::shutdown_signal());
         let exit = if mcp {
-            let server = oncerpc_mcp::McpServer::new(app.dispatcher.clone());
+            let server = oncerpc_mcp::McpServer::with_external(app.dispatcher.clone(), app.external.clone());
             tracing::info!(tools = server.tools().len(), "oncerpc mcp ready");
             oncerpc_mcp::stdio::run(&server, input, output, max_body, signal).await
         } else {

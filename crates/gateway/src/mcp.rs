@@ -22,11 +22,19 @@ pub struct McpSection {
     /// A session unused for this long ends, on every replica (sessions live in the store).
     #[serde(default = "default_idle")]
     pub session_idle_secs: u64,
+    /// Other MCP servers whose tools are re-exported here (`[[mcp.upstreams]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<crate::mcp_upstreams::UpstreamConfig>,
 }
 
 impl Default for McpSection {
     fn default() -> Self {
-        McpSection { enabled: true, session_secret: None, session_idle_secs: default_idle() }
+        McpSection {
+            enabled: true,
+            session_secret: None,
+            session_idle_secs: default_idle(),
+            upstreams: Vec::new(),
+        }
     }
 }
 
@@ -50,6 +58,7 @@ impl McpSection {
                 "mcp.session_idle_secs must be between 1 and {lifetime} (a session's whole life)"
             ));
         }
+        crate::mcp_upstreams::check(&self.upstreams)?;
         match &self.session_secret {
             Some(s) if s.len() < MIN_SECRET_LEN => {
                 Err(format!("mcp.session_secret must be at least {MIN_SECRET_LEN} characters"))

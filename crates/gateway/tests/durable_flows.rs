@@ -112,7 +112,7 @@ async fn an_events_steps_show_status_and_attempts() {
                 name: (*s).into(),
                 url: up.url(s),
                 retry: oncerpc::retry::RetryPolicy { attempts: 3, backoff_ms: 20, max_backoff_ms: 40 },
-                timeout_ms: None,
+                ..Default::default()
             })
             .collect(),
         ..Default::default()

@@ -26,6 +26,7 @@ async fn start(attempts: u32, timeout_ms: u64, step_timeout_ms: Option<u64>) -> 
             url: up.url("charge"),
             retry: RetryPolicy { attempts, backoff_ms: 100, max_backoff_ms: 400 },
             timeout_ms: step_timeout_ms,
+            ..Default::default()
         }],
         ..Default::default()
     }];
@@ -146,7 +147,7 @@ async fn a_refused_connection_is_retried() {
             name: "charge".into(),
             url: format!("http://127.0.0.1:{port}/charge"),
             retry: RetryPolicy { attempts: 3, backoff_ms: 50, max_backoff_ms: 100 },
-            timeout_ms: None,
+            ..Default::default()
         }],
         ..Default::default()
     }];

@@ -6,7 +6,7 @@
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
 //! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
-//! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics` (module `ops`).
+//! * `GET /healthz` (module `health`), `GET /openrpc.json`, `GET /metrics` (module `ops`).
 //! * `/console` — the operator console ([`console`]), when enabled.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
@@ -61,6 +61,7 @@ pub mod auth;
 pub mod console;
 mod cors;
 mod flows;
+mod health;
 mod mcp;
 mod meta;
 mod ops;
@@ -129,6 +130,9 @@ pub struct HttpConfig {
     pub mcp_session_secret: Option<String>,
     /// How long an MCP session may go unused before it ends (`mcp.session_idle_secs`).
     pub mcp_session_idle: Duration,
+    /// Other MCP servers' tools offered on `/mcp` (`[[mcp.upstreams]]`), and their state for
+    /// `/healthz`.
+    pub mcp_external: oncerpc_mcp::External,
     /// The operator console at `/console` (`[console]`); `None`: off.
     pub console: Option<console::ConsoleConfig>,
 }
@@ -146,6 +150,7 @@ impl Default for HttpConfig {
             mcp_enabled: true,
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
+            mcp_external: oncerpc_mcp::External::default(),
             console: None,
         }
     }
@@ -200,7 +205,8 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
     let _ = door_metrics.register(Box::new(event_api.clone()));
     let mcp = config.mcp_enabled.then(|| {
         let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
-        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle)
+        let external = config.mcp_external.clone();
+        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external)
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);
@@ -232,7 +238,7 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events", get(flows::list_events))
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
-        .route("/healthz", get(ops::healthz))
+        .route("/healthz", get(health::healthz))
         .route("/openrpc.json", get(ops::openrpc))
         .route("/metrics", get(ops::metrics));
     let router = match console_routes {

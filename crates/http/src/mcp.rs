@@ -44,9 +44,14 @@ pub(crate) struct McpDoor {
 }
 
 impl McpDoor {
-    pub fn new(dispatcher: Arc<oncerpc_core::Dispatcher>, secret: Option<&[u8]>, idle: Duration) -> McpDoor {
+    pub fn new(
+        dispatcher: Arc<oncerpc_core::Dispatcher>,
+        secret: Option<&[u8]>,
+        idle: Duration,
+        external: oncerpc_mcp::External,
+    ) -> McpDoor {
         let sessions = Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle);
-        McpDoor { server: McpServer::new(dispatcher), sessions }
+        McpDoor { server: McpServer::with_external(dispatcher, external), sessions }
     }
 }
 

@@ -14,13 +14,23 @@ use axum::response::{IntoResponse, Response};
 use oncerpc_mcp::Outbox;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Whether the request's `Accept` names `text/event-stream`.
+/// Whether the request's `Accept` names `text/event-stream` (a media range of it, its
+/// parameters aside; case-insensitive). Read as bytes: it is on every MCP request.
 pub(crate) fn accepted(headers: &HeaderMap) -> bool {
+    const STREAM: &[u8] = b"text/event-stream";
+    fn trim(mut b: &[u8]) -> &[u8] {
+        while let [b' ' | b'\t', rest @ ..] = b {
+            b = rest;
+        }
+        while let [rest @ .., b' ' | b'\t'] = b {
+            b = rest;
+        }
+        b
+    }
     headers.get_all(header::ACCEPT).iter().any(|v| {
-        v.to_str().is_ok_and(|v| {
-            v.split(',').any(|m| {
-                m.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("text/event-stream"))
-            })
+        v.as_bytes().split(|&b| b == b',').any(|range| {
+            let media = range.split(|&b| b == b';').next().unwrap_or_default();
+            trim(media).eq_ignore_ascii_case(STREAM)
         })
     })
 }
@@ -118,4 +128,28 @@ where
         }
     }
     response(Body::from_stream(futures::StreamExt::map(stream, Ok::<_, Infallible>)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(values: &[&str]) -> bool {
+        let mut headers = HeaderMap::new();
+        for v in values {
+            headers.append(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+        }
+        accepted(&headers)
+    }
+
+    #[test]
+    fn event_streams_are_accepted_by_media_range_only() {
+        assert!(accept(&["application/json, text/event-stream"]));
+        assert!(accept(&["application/json", " Text/Event-Stream ;q=0.5"]));
+        assert!(accept(&["text/event-stream"]));
+        assert!(!accept(&["application/json"]));
+        assert!(!accept(&[]));
+        assert!(!accept(&["text/event-streams, application/json"]));
+        assert!(!accept(&["application/json;profile=text/event-stream"]));
+    }
 }

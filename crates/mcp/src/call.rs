@@ -36,10 +36,34 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request } = prepare(tools, req, id, session, outbox)?;
-    let calling = dispatcher.call(&name, Some(&arguments), &request);
+    let params = CallParams::read(req)?;
+    call_read(dispatcher, tools, &params, id, session, outbox, inflight).await
+}
+
+/// [`call`] with its params already read. The result is the revision's: in `2026-07-28`
+/// (the session's version) it begins with `resultType: "complete"`.
+pub(crate) async fn call_read(
+    dispatcher: &Dispatcher,
+    tools: &Tools,
+    params: &CallParams<'_>,
+    id: Id<'_>,
+    session: &Session,
+    outbox: Option<&Outbox>,
+    inflight: &Inflight,
+) -> Result<Option<(String, bool)>, RpcError> {
+    let Prepared { name, tool, arguments, meta: request } = prepare_read(tools, params, id, session, outbox)?;
+    let external = match &tool {
+        Target::External(t) => Some(t.clone()),
+        Target::Native(_) => None,
+    };
+    let calling = async {
+        match &external {
+            Some(t) => dispatcher.call_external(&t.method, Some(&arguments), &request).await,
+            None => dispatcher.call(&name, Some(&arguments), &request).await,
+        }
+    };
     // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.kind {
+    let registered = match tool.tool().kind {
         Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
         Kind::Command => None,
     };
@@ -50,14 +74,36 @@ pub async fn call(
             Ok(()) = &mut r.cancelled => return Ok(None),
         },
     };
-    Ok(Some((tool_result(&outcome, info.as_ref(), &cid), outcome.is_error())))
+    let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
+    Ok(Some(match (&outcome, external) {
+        (Outcome::Result(r), Some(_)) => {
+            let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
+            (if complete { crate::stateless::complete(&result) } else { result }, is_error)
+        }
+        _ => (write_tool_result(&outcome, info.as_ref(), &cid, complete), outcome.is_error()),
+    }))
+}
+
+/// The tool a call names: one of the registry's, or another server's.
+pub(crate) enum Target<'t> {
+    Native(&'t crate::tools::Tool),
+    External(Arc<crate::ExternalTool>),
+}
+
+impl Target<'_> {
+    pub fn tool(&self) -> &crate::tools::Tool {
+        match self {
+            Target::Native(t) => t,
+            Target::External(t) => &t.tool,
+        }
+    }
 }
 
 /// A `tools/call` request read: the tool, its arguments (the method's params) and the
 /// dispatcher's request (tenant, key, force retry, correlation id, progress).
 pub(crate) struct Prepared<'t> {
     pub name: String,
-    pub tool: &'t crate::tools::Tool,
+    pub tool: Target<'t>,
     pub arguments: Box<RawValue>,
     pub meta: RequestMeta,
 }
@@ -65,7 +111,7 @@ pub(crate) struct Prepared<'t> {
 /// The members of `tools/call` params this door reads, as raw JSON: one pass over the
 /// params, and the arguments passed on byte for byte (no tree built and printed again).
 #[derive(serde::Deserialize)]
-struct CallParams<'a> {
+struct RawCallParams<'a> {
     #[serde(borrow)]
     name: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -74,15 +120,63 @@ struct CallParams<'a> {
     meta: Option<&'a RawValue>,
 }
 
-/// The members of a call's `_meta` this door reads.
-#[derive(serde::Deserialize)]
-struct CallMeta<'a> {
+/// A `tools/call`'s params, read: its name and arguments as sent, its `_meta` read once.
+#[derive(Default)]
+pub(crate) struct CallParams<'a> {
+    pub name: Option<&'a RawValue>,
+    pub arguments: Option<&'a RawValue>,
+    pub meta: Option<CallMeta<'a>>,
+}
+
+impl<'a> CallParams<'a> {
+    /// Read a request's params (an object, or none).
+    pub(crate) fn read(req: &Request<'a>) -> Result<CallParams<'a>, RpcError> {
+        let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
+        match req.params {
+            None => Ok(CallParams::default()),
+            Some(raw) if starts_with(raw, '{') => {
+                let p: RawCallParams<'a> = serde_json::from_str(raw.get())
+                    .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
+                CallParams::new(p.name, p.arguments, p.meta)
+            }
+            Some(_) => Err(not_object()),
+        }
+    }
+
+    /// From members read elsewhere: `_meta` is read here (a `_meta` that is not an object is
+    /// no `_meta`).
+    pub(crate) fn new(
+        name: Option<&'a RawValue>,
+        arguments: Option<&'a RawValue>,
+        meta: Option<&'a RawValue>,
+    ) -> Result<CallParams<'a>, RpcError> {
+        let meta = match meta.filter(|m| starts_with(m, '{')) {
+            Some(raw) => Some(
+                serde_json::from_str(raw.get())
+                    .map_err(|e| RpcError::invalid_params(format!("invalid _meta: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(CallParams { name, arguments, meta })
+    }
+}
+
+/// The members of a request's `_meta` this door reads: the call's own, and the stateless
+/// revision's (protocol version, client capabilities, log level).
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct CallMeta<'a> {
     #[serde(rename = "io.oncerpc/idempotency-key", borrow)]
     key: Option<&'a RawValue>,
     #[serde(rename = "io.oncerpc/force-retry", borrow)]
     force_retry: Option<&'a RawValue>,
     #[serde(rename = "progressToken", borrow)]
     progress_token: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow)]
+    pub protocol_version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow)]
+    pub client_capabilities: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow)]
+    pub log_level: Option<&'a RawValue>,
     /// W3C Trace Context, where the transport has no headers (stdio) or to override them.
     #[serde(borrow)]
     traceparent: Option<&'a RawValue>,
@@ -90,8 +184,19 @@ struct CallMeta<'a> {
     tracestate: Option<&'a RawValue>,
 }
 
-fn starts_with(raw: &RawValue, c: char) -> bool {
+pub(crate) fn starts_with(raw: &RawValue, c: char) -> bool {
     raw.get().trim_start().starts_with(c)
+}
+
+/// A JSON string's text (borrowed when it has no escapes); `None` when `raw` is not a string.
+pub(crate) fn text_of(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
+    let s = raw.get().trim();
+    let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+    if inner.contains(['\\', '"']) {
+        serde_json::from_str::<String>(s).ok().map(std::borrow::Cow::Owned)
+    } else {
+        Some(std::borrow::Cow::Borrowed(inner))
+    }
 }
 
 /// Read a `tools/call` request (see the module's notes on keys).
@@ -102,20 +207,32 @@ pub(crate) fn prepare<'t>(
     session: &Session,
     outbox: Option<&Outbox>,
 ) -> Result<Prepared<'t>, RpcError> {
-    let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
-    let params: CallParams<'_> = match req.params {
-        None => CallParams { name: None, arguments: None, meta: None },
-        Some(raw) if starts_with(raw, '{') => serde_json::from_str(raw.get())
-            .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?,
-        Some(_) => return Err(not_object()),
-    };
-    let name: String = match params.name.filter(|n| starts_with(n, '"')) {
-        Some(raw) => serde_json::from_str(raw.get())
-            .map_err(|_| RpcError::invalid_params("tools/call needs the tool's name"))?,
+    prepare_read(tools, &CallParams::read(req)?, id, session, outbox)
+}
+
+/// [`prepare`] with the params already read.
+fn prepare_read<'t>(
+    tools: &'t Tools,
+    params: &CallParams<'_>,
+    id: Id<'_>,
+    session: &Session,
+    outbox: Option<&Outbox>,
+) -> Result<Prepared<'t>, RpcError> {
+    let name: String = match params.name.and_then(text_of) {
+        Some(name) => name.into_owned(),
         None => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
-    let Some(tool) = tools.get(&name) else {
-        return Err(RpcError::invalid_params(format!("Unknown tool: {}", oncerpc_core::LogSafe(&name))));
+    let tool = match tools.get(&name) {
+        Some(t) => Target::Native(t),
+        None => match tools.external().get(&name) {
+            Some(t) => Target::External(t),
+            None => {
+                return Err(RpcError::invalid_params(format!(
+                    "Unknown tool: {}",
+                    oncerpc_core::LogSafe(&name)
+                )));
+            }
+        },
     };
     let arguments = match params.arguments {
         None => RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?,
@@ -125,21 +242,14 @@ pub(crate) fn prepare<'t>(
         Some(a) if starts_with(a, '{') => a.to_owned(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
     };
-    let meta: Option<CallMeta<'_>> = match params.meta.filter(|m| starts_with(m, '{')) {
-        Some(raw) => Some(
-            serde_json::from_str(raw.get())
-                .map_err(|e| RpcError::invalid_params(format!("invalid _meta: {e}")))?,
-        ),
-        None => None,
-    };
-    let meta_key = match meta.as_ref().and_then(|m| m.key) {
+    let meta = params.meta.as_ref();
+    let meta_key = match meta.and_then(|m| m.key) {
         None => None,
         Some(raw) if raw.get().trim() == "null" => None,
-        Some(raw) if starts_with(raw, '"') => Some(
-            serde_json::from_str::<String>(raw.get())
-                .map_err(|_| RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string")))?,
-        ),
-        Some(_) => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
+        Some(raw) => match text_of(raw) {
+            Some(k) => Some(k),
+            None => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
+        },
     };
     let key = match meta_key {
         None => session.key_header.clone(),
@@ -148,11 +258,10 @@ pub(crate) fn prepare<'t>(
                 "invalid idempotency key: _meta[\"{META_KEY}\"] and the Idempotency-Key header differ"
             )));
         }
-        Some(k) => Some(Arc::from(k)),
+        Some(k) => Some(Arc::from(&*k)),
     };
-    let force_retry = meta.as_ref().and_then(|m| m.force_retry).is_some_and(|f| f.get().trim() == "true");
+    let force_retry = meta.and_then(|m| m.force_retry).is_some_and(|f| f.get().trim() == "true");
     let token = meta
-        .as_ref()
         .and_then(|m| m.progress_token)
         .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
         .filter(|t| t.is_string() || t.is_number());
@@ -183,13 +292,27 @@ pub(crate) fn prepare<'t>(
 /// text and `{code, message, data}` as `structuredContent`. The result's bytes are kept: a
 /// duplicate's content is the stored result, byte for byte.
 pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str) -> String {
+    write_tool_result(outcome, info, cid, false)
+}
+
+/// [`tool_result`], beginning with `resultType: "complete"` when `complete` (`2026-07-28`).
+pub(crate) fn write_tool_result(
+    outcome: &Outcome,
+    info: Option<&IdempotencyInfo>,
+    cid: &str,
+    complete: bool,
+) -> String {
     // Written straight into one buffer: this is every call's answer.
     let mut out = Vec::with_capacity(256);
     let text = |out: &mut Vec<u8>, s: &str| {
         // Writing a str into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut *out, s);
     };
-    out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
+    if complete {
+        out.extend_from_slice(br#"{"resultType":"complete","content":[{"type":"text","text":"#);
+    } else {
+        out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
+    }
     match outcome {
         Outcome::Result(raw) => {
             let result = raw.get();

@@ -52,6 +52,7 @@
 pub mod call;
 mod cancel;
 pub mod discover;
+pub mod external;
 mod metrics;
 pub mod notify;
 pub mod session;
@@ -68,6 +69,7 @@ use oncerpc_core::Dispatcher;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
 use serde_json::{Value, json};
 
+pub use external::{External, ExternalTool};
 pub use metrics::McpMetrics;
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
@@ -134,7 +136,12 @@ pub struct McpServer {
 
 impl McpServer {
     pub fn new(dispatcher: Arc<Dispatcher>) -> McpServer {
-        let tools = Tools::from_registry(dispatcher.registry());
+        McpServer::with_external(dispatcher, External::default())
+    }
+
+    /// A server that also offers `external`'s tools (other MCP servers', SPEC §16b).
+    pub fn with_external(dispatcher: Arc<Dispatcher>, external: External) -> McpServer {
+        let tools = Tools::from_registry(dispatcher.registry()).with_external(external);
         McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }
 

@@ -2,7 +2,7 @@
 //! `oncerpc_mcp_sessions_total{event}` and `oncerpc_mcp_refusals_total{reason}`. Labels are bounded: MCP's own method names (anything
 //! else is `other`) and a handful of outcomes.
 
-use prometheus::{IntCounterVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 
 /// The door's counters; register them where `/metrics` gathers ([`McpMetrics::register`]).
 #[derive(Clone)]
@@ -10,6 +10,9 @@ pub struct McpMetrics {
     requests: IntCounterVec,
     sessions: IntCounterVec,
     refusals: IntCounterVec,
+    /// `tools/call` answered `ok` and `tool_error`: every call's counter, looked up once
+    /// (a labelled lookup hashes the labels and takes a lock).
+    calls: [IntCounter; 2],
 }
 
 /// The method label of a message.
@@ -49,7 +52,8 @@ impl McpMetrics {
             &["reason"],
         )
         .expect("valid metric");
-        McpMetrics { requests, sessions, refusals }
+        let calls = ["ok", "tool_error"].map(|outcome| requests.with_label_values(&["tools/call", outcome]));
+        McpMetrics { requests, sessions, refusals, calls }
     }
 
     /// Add the counters to `registry` (the front door's).
@@ -65,7 +69,11 @@ impl McpMetrics {
     }
 
     pub(crate) fn request(&self, method: &str, outcome: &str) {
-        self.requests.with_label_values(&[method_label(method), outcome]).inc();
+        match (method, outcome) {
+            ("tools/call", "ok") => self.calls[0].inc(),
+            ("tools/call", "tool_error") => self.calls[1].inc(),
+            _ => self.requests.with_label_values(&[method_label(method), outcome]).inc(),
+        }
     }
 
     /// A session `opened` or `ended`.

@@ -231,11 +231,13 @@ impl McpServer {
         }
         // The request's own log level (none: no log messages), never one kept from before.
         session.log_level = params
-            .get("_meta")
-            .and_then(|m| m.get(META_LOG_LEVEL))
-            .and_then(Value::as_str)
-            .filter(|l| crate::notify::LEVELS.contains(l))
-            .map(str::to_owned);
+            .call
+            .meta
+            .as_ref()
+            .and_then(|m| m.log_level)
+            .and_then(call::text_of)
+            .filter(|l| crate::notify::LEVELS.contains(&&**l))
+            .map(|l| l.into_owned());
         let mut tool_error = false;
         let answer: Result<String, RpcError> = match &*req.method {
             "server/discover" => Ok(discover::result()),
@@ -244,7 +246,7 @@ impl McpServer {
             }
             "tools/call"
                 if let route @ (tasks::Route::Task | tasks::Route::Refused(_)) =
-                    tasks::route(&self.tools, &params) =>
+                    tasks::route(&self.tools, params.name().as_deref(), params.declares_tasks()) =>
             {
                 match route {
                     tasks::Route::Refused(e) => Err(e),
@@ -257,17 +259,17 @@ impl McpServer {
                     },
                 }
             }
-            "tasks/get" | "tasks/update" | "tasks/cancel" if !tasks::declared(&params) => {
+            "tasks/get" | "tasks/update" | "tasks/cancel" if !params.declares_tasks() => {
                 Err(tasks::missing_capability())
             }
-            "tasks/get" => tasks::get(&self.dispatcher, &tenant, &params).await,
-            "tasks/update" => tasks::update(&self.dispatcher, &tenant, &params).await,
-            "tasks/cancel" => tasks::cancel(&self.dispatcher, &tenant, &params).await,
+            "tasks/get" => tasks::get(&self.dispatcher, &tenant, &params.tree()).await,
+            "tasks/update" => tasks::update(&self.dispatcher, &tenant, &params.tree()).await,
+            "tasks/cancel" => tasks::cancel(&self.dispatcher, &tenant, &params.tree()).await,
             "tools/call" => {
-                let calling = call::call(
+                let calling = call::call_read(
                     &self.dispatcher,
                     &self.tools,
-                    &req,
+                    &params.call,
                     id,
                     &session,
                     outbox.as_ref(),
@@ -276,7 +278,7 @@ impl McpServer {
                 match calling.await {
                     Ok(Some((r, e))) => {
                         tool_error = e;
-                        Ok(complete(&r))
+                        Ok(r)
                     }
                     // Cancelled by the client (stdio's notifications/cancelled): no answer.
                     Ok(None) => {
@@ -324,14 +326,14 @@ impl McpServer {
     fn param_headers(
         &self,
         req: &Request<'_>,
-        params: &Map<String, Value>,
+        params: &Checked<'_>,
         headers: Option<&RequestHeaders<'_>>,
     ) -> Result<(), Refused> {
         let Some(headers) = headers else { return Ok(()) };
         if req.method != "tools/call" {
             return Ok(());
         }
-        let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| self.tools.get(n)) else {
+        let Some(tool) = params.name().and_then(|n| self.tools.get(&n)) else {
             return Ok(());
         };
         let wanted = &tool.header_params;
@@ -339,7 +341,11 @@ impl McpServer {
             return Ok(());
         }
         // Only a tool with header parameters needs its arguments read here.
-        let arguments = arguments_value(req);
+        let arguments = params
+            .call
+            .arguments
+            .and_then(|a| serde_json::from_str::<Value>(a.get()).ok())
+            .unwrap_or(Value::Null);
         let arguments = &arguments;
         for (header, path) in wanted {
             let lower = header.to_ascii_lowercase();
@@ -368,49 +374,77 @@ impl McpServer {
     }
 }
 
+/// The members of a stateless request's params this door reads, as raw JSON (one pass; the
+/// rest skipped).
+#[derive(serde::Deserialize, Default)]
+struct Members<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(rename = "taskId", borrow)]
+    task_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    uri: Option<&'a RawValue>,
+}
+
+/// A stateless request's params, checked: the members a call reads (`_meta` read once),
+/// and the params as sent for the methods that read more.
+pub(crate) struct Checked<'a> {
+    pub call: call::CallParams<'a>,
+    raw: Option<&'a RawValue>,
+}
+
+impl Checked<'_> {
+    /// `name` (`tools/call`'s tool), when it is a string.
+    fn name(&self) -> Option<Cow<'_, str>> {
+        self.call.name.and_then(call::text_of)
+    }
+
+    /// Whether the client declares the tasks extension in its capabilities.
+    fn declares_tasks(&self) -> bool {
+        let caps = self.call.meta.as_ref().and_then(|m| m.client_capabilities);
+        // `{}` (most requests) needs no tree.
+        match caps.map(|c| c.get().trim()) {
+            None | Some("{}") => false,
+            Some(c) => serde_json::from_str::<Value>(c).is_ok_and(|caps| tasks::declared_capabilities(&caps)),
+        }
+    }
+
+    /// The params as a tree, every member but `arguments` (which no method here reads). They
+    /// were read as an object already: `{}` stands only for what cannot happen.
+    fn tree(&self) -> Map<String, Value> {
+        let mut params: Map<String, Value> =
+            self.raw.and_then(|raw| serde_json::from_str(raw.get()).ok()).unwrap_or_default();
+        params.remove("arguments");
+        params
+    }
+}
+
 /// A stateless request's params, once `_meta` and the HTTP headers are checked: `_meta`
 /// first (`-32602`), then the headers against the body (`-32020`), then the version
 /// (`-32022`).
-/// A request's params as an object (`{}` when absent), every member read but `arguments`,
-/// which the call passes on as it came (its tree is only built where a header needs it):
-/// the members a stateless request is checked and routed by, in one pass.
-fn params_but_arguments(req: &Request<'_>) -> Result<Map<String, Value>, RpcError> {
-    let not_object = || RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
-    let Some(raw) = req.params else { return Ok(Map::new()) };
-    if !raw.get().trim_start().starts_with('{') {
-        return Err(not_object());
-    }
-    let members: std::collections::BTreeMap<std::borrow::Cow<'_, str>, &RawValue> =
-        serde_json::from_str(raw.get()).map_err(|_| not_object())?;
-    let mut params = Map::new();
-    for (name, value) in members {
-        if name != "arguments" {
-            params.insert(name.into_owned(), serde_json::from_str(value.get()).map_err(|_| not_object())?);
-        }
-    }
-    Ok(params)
-}
-
-/// A `tools/call`'s arguments as a tree (`null` when absent or unreadable).
-fn arguments_value(req: &Request<'_>) -> Value {
-    #[derive(serde::Deserialize)]
-    struct Arguments {
-        arguments: Option<Value>,
-    }
-    req.params
-        .and_then(|p| serde_json::from_str::<Arguments>(p.get()).ok())
-        .and_then(|a| a.arguments)
-        .unwrap_or(Value::Null)
-}
-
-fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Map<String, Value>, Refused> {
+fn checked<'a>(req: &Request<'a>, headers: Option<&RequestHeaders<'_>>) -> Result<Checked<'a>, Refused> {
     const NEEDED: &str = "params._meta must carry io.modelcontextprotocol/protocolVersion (a string) and \
         io.modelcontextprotocol/clientCapabilities (an object) on every 2026-07-28 request";
-    let params = params_but_arguments(req).map_err(|e| Refused::new(Refusal::Meta, e))?;
-    let meta = params.get("_meta").and_then(Value::as_object).ok_or_else(|| Refused::meta(NEEDED))?;
-    let version =
-        meta.get(META_PROTOCOL_VERSION).and_then(Value::as_str).ok_or_else(|| Refused::meta(NEEDED))?;
-    if !meta.get(META_CLIENT_CAPABILITIES).is_some_and(Value::is_object) {
+    let not_object = || {
+        let e = RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
+        Refused::new(Refusal::Meta, e)
+    };
+    let members: Members<'a> = match req.params {
+        None => Members::default(),
+        Some(raw) if call::starts_with(raw, '{') => {
+            serde_json::from_str(raw.get()).map_err(|_| not_object())?
+        }
+        Some(_) => return Err(not_object()),
+    };
+    let call = call::CallParams::new(members.name, members.arguments, members.meta)
+        .map_err(|e| Refused::new(Refusal::Meta, e))?;
+    let meta = call.meta.as_ref().ok_or_else(|| Refused::meta(NEEDED))?;
+    let version = meta.protocol_version.and_then(call::text_of).ok_or_else(|| Refused::meta(NEEDED))?;
+    if !meta.client_capabilities.is_some_and(|c| call::starts_with(c, '{')) {
         return Err(Refused::meta(NEEDED));
     }
     if let Some(h) = headers {
@@ -424,16 +458,16 @@ fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Ma
                 LogSafe(body)
             ))),
         };
-        must_match("MCP-Protocol-Version", h.protocol_version, version)?;
+        must_match("MCP-Protocol-Version", h.protocol_version, &version)?;
         must_match("Mcp-Method", h.method, &req.method)?;
         let source = match &*req.method {
-            "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+            "tools/call" | "prompts/get" => members.name,
             // The tasks extension's routing header: the task's id.
-            "tasks/get" | "tasks/update" | "tasks/cancel" => params.get("taskId").and_then(Value::as_str),
-            "resources/read" => params.get("uri").and_then(Value::as_str),
+            "tasks/get" | "tasks/update" | "tasks/cancel" => members.task_id,
+            "resources/read" => members.uri,
             _ => None,
         };
-        if let Some(body) = source {
+        if let Some(body) = source.and_then(call::text_of) {
             let sent = h.name.map(|raw| header_text(raw).and_then(decoded));
             match sent {
                 None => return Err(Refused::header("Header mismatch: Mcp-Name is required".into())),
@@ -443,14 +477,14 @@ fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Ma
                     return Err(Refused::header(format!(
                         "Header mismatch: Mcp-Name header value '{}' does not match body value '{}'",
                         LogSafe(&v),
-                        LogSafe(body)
+                        LogSafe(&body)
                     )));
                 }
             }
         }
     }
-    if !STATELESS_VERSIONS.contains(&version) {
-        let hint = if SESSION_VERSIONS.contains(&version) {
+    if !STATELESS_VERSIONS.contains(&&*version) {
+        let hint = if SESSION_VERSIONS.contains(&&*version) {
             format!(" ({version} is served with initialize and Mcp-Session-Id)")
         } else {
             String::new()
@@ -462,7 +496,7 @@ fn checked(req: &Request<'_>, headers: Option<&RequestHeaders<'_>>) -> Result<Ma
         .data(json!({ "supported": supported_versions(), "requested": version }));
         return Err(Refused::new(Refusal::Version, e));
     }
-    Ok(params)
+    Ok(Checked { call, raw: req.params })
 }
 
 /// A header value without its surrounding spaces and tabs; `None` when it has characters a

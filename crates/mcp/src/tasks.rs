@@ -45,12 +45,13 @@ pub const FAILED: [ErrorCode; 4] =
 
 /// Whether a request's `_meta` client capabilities declare the extension.
 pub fn declared(params: &Map<String, Value>) -> bool {
-    params
-        .get("_meta")
-        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-        .and_then(|c| c.get("extensions"))
-        .and_then(|e| e.get(EXTENSION))
-        .is_some_and(Value::is_object)
+    params.get("_meta").and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_some_and(declared_capabilities)
+}
+
+/// Whether client capabilities (`_meta["io.modelcontextprotocol/clientCapabilities"]`)
+/// declare the extension.
+pub fn declared_capabilities(capabilities: &Value) -> bool {
+    capabilities.get("extensions").and_then(|e| e.get(EXTENSION)).is_some_and(Value::is_object)
 }
 
 /// `-32021`: the request needs the extension, and names it in `data.requiredCapabilities`.
@@ -76,12 +77,13 @@ pub enum Route {
     Refused(RpcError),
 }
 
-/// The route of a `tools/call` whose params are `params`.
-pub fn route(tools: &Tools, params: &Map<String, Value>) -> Route {
-    let Some(tool) = params.get("name").and_then(Value::as_str).and_then(|n| tools.get(n)) else {
+/// The route of a `tools/call` of the tool `name`, from a client that has `declared` the
+/// extension or not.
+pub fn route(tools: &Tools, name: Option<&str>, declared: bool) -> Route {
+    let Some(tool) = name.and_then(|n| tools.get(n)) else {
         return Route::Sync;
     };
-    match (tool.kind, declared(params)) {
+    match (tool.kind, declared) {
         (Kind::Command, true) => Route::Task,
         (Kind::Command, false) if tool.task_required => Route::Refused(missing_capability()),
         _ => Route::Sync,

@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 
 use oncerpc_core::{Kind, MethodSpec, Registry};
+
+use crate::external::External;
 use oncerpc_protocol::RpcError;
 use serde_json::{Value, json};
 
@@ -40,11 +42,13 @@ pub struct Tool {
     pub header_params: Vec<(String, Vec<String>)>,
 }
 
-/// The tools of one registry, in name order.
+/// The tools of one registry, in name order, then the external ones (other servers' tools,
+/// [`External`]), in source and name order.
 #[derive(Debug, Clone, Default)]
 pub struct Tools {
     list: Vec<Tool>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<String, usize, foldhash::fast::RandomState>,
+    external: External,
 }
 
 impl Tools {
@@ -68,8 +72,20 @@ impl Tools {
         tools
     }
 
+    /// Offer `external`'s tools too (after the registry's).
+    pub fn with_external(mut self, external: External) -> Tools {
+        self.external = external;
+        self
+    }
+
+    /// A registry's tool by name.
     pub fn get(&self, name: &str) -> Option<&Tool> {
         self.by_name.get(name).map(|&i| &self.list[i])
+    }
+
+    /// The external tools offered beside the registry's.
+    pub fn external(&self) -> &External {
+        &self.external
     }
 
     pub fn len(&self) -> usize {
@@ -83,17 +99,21 @@ impl Tools {
     /// The `tools/list` result from `cursor` (`None`: the first page). The cursor is the
     /// position of the page's first tool; one that is not a cursor of ours is `-32602`.
     pub fn page(&self, cursor: Option<&str>) -> Result<String, RpcError> {
+        let external = self.external.snapshot();
+        let all = self.list.len() + external.list.len();
         let from = match cursor {
             None => 0,
             Some(c) => c
                 .parse::<usize>()
                 .ok()
-                .filter(|&n| n <= self.list.len())
+                .filter(|&n| n <= all)
                 .ok_or_else(|| RpcError::invalid_params("invalid cursor: pass nextCursor as it came"))?,
         };
-        let to = (from + PAGE_SIZE).min(self.list.len());
-        let mut page = json!({ "tools": self.list[from..to].iter().map(|t| &t.json).collect::<Vec<_>>() });
-        if to < self.list.len() {
+        let to = (from + PAGE_SIZE).min(all);
+        let tools: Vec<&Value> =
+            self.list.iter().map(|t| &t.json).chain(external.list.iter().map(|t| &t.tool.json)).collect();
+        let mut page = json!({ "tools": &tools[from..to] });
+        if to < all {
             page["nextCursor"] = json!(to.to_string());
         }
         Ok(page.to_string())

@@ -159,8 +159,9 @@ impl Dispatcher {
                 let early = |outcome: &Outcome, settled: &Settled| {
                     let _ = reply.send(owner_answer(outcome, settled));
                 };
+                let release = method.spec.transport_failures_unrecorded;
                 let (outcome, settled) =
-                    exec.run_owned(&record_key, token, &fingerprint, lease, work, early).await;
+                    exec.run_owned(&record_key, token, &fingerprint, lease, release, work, early).await;
                 if let Some((id, _)) = &event {
                     exec.settle_event(id, token, &outcome, &settled).await;
                 }

@@ -9,6 +9,7 @@
 
 mod batch;
 mod entry;
+mod external;
 mod handler;
 mod ids;
 mod keyed;
@@ -20,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{Message, Outcome, RawValue, RpcError};
 
+pub use external::ExternalMethod;
 pub(crate) use handler::run_handler;
 use ids::correlation_id;
 pub use ids::generated_id;

@@ -23,15 +23,25 @@ fn skip(what: &str) {
 /// `tests/clients/mcp_client.py` under the Python that has the SDK, with `args`; `None` when
 /// there is no such Python (outside CI).
 pub fn python(args: &[&str]) -> Option<Command> {
+    let mut cmd = Command::new(python_sdk()?);
+    cmd.arg(client_script("mcp_client.py")).args(args);
+    Some(cmd)
+}
+
+/// The Python interpreter that has the MCP SDK; `None` when there is none (outside CI).
+pub fn python_sdk() -> Option<String> {
     let python = std::env::var("ONCERPC_PYTHON").unwrap_or_else(|_| "python3".into());
     let has_sdk = Command::new(&python).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
     if !has_sdk {
         skip("the MCP Python SDK (pip package mcp)");
         return None;
     }
-    let mut cmd = Command::new(python);
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py")).args(args);
-    Some(cmd)
+    Some(python)
+}
+
+/// A script of `tests/clients`.
+pub fn client_script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name)
 }
 
 /// The directory holding the conformance suite, the TypeScript SDK and Node 22.
@@ -65,11 +75,14 @@ pub fn typescript_2026(args: &[&str]) -> Option<Command> {
 
 /// `tests/clients/mcp_ts_client.mjs` under that Node, with `args`.
 pub fn typescript(args: &[&str]) -> Option<Command> {
+    typescript_script("mcp_ts_client.mjs", args)
+}
+
+/// A TypeScript SDK (session era) script of `tests/clients` under that Node, with `args`.
+pub fn typescript_script(script: &str, args: &[&str]) -> Option<Command> {
     let dir = node_dir()?;
     let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_ts_client.mjs"))
-        .args(args)
-        .env("NODE_PATH", dir.join("node_modules"));
+    cmd.arg(client_script(script)).args(args).env("NODE_PATH", dir.join("node_modules"));
     Some(cmd)
 }
 

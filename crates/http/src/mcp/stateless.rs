@@ -55,8 +55,7 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
     }
 }
 
-/// The headers checked against the body, as received.
-/// The MCP headers of a request, owned.
+/// The MCP headers of a request, owned (checked against the body, as received).
 struct Owned {
     protocol_version: Option<HeaderValue>,
     method: Option<HeaderValue>,
@@ -65,20 +64,28 @@ struct Owned {
 }
 
 impl Owned {
+    /// One pass over the headers (a name lookup hashes and parses the name each time). The
+    /// first value of a repeated header counts, as `HeaderMap::get` would have it.
     fn from(headers: &HeaderMap) -> Owned {
-        Owned {
-            protocol_version: headers.get(VERSION_HEADER).cloned(),
-            method: headers.get(METHOD_HEADER).cloned(),
-            name: headers.get(NAME_HEADER).cloned(),
-            params: headers
-                .iter()
-                .filter_map(|(name, value)| {
-                    // Header names are lowercase here: matched case-insensitively.
-                    let param = name.as_str().strip_prefix(PARAM_PREFIX)?;
-                    Some((param.to_owned(), value.clone()))
-                })
-                .collect(),
+        let mut owned = Owned { protocol_version: None, method: None, name: None, params: Vec::new() };
+        for (name, value) in headers {
+            // Header names are lowercase here: matched case-insensitively.
+            let slot = match name.as_str() {
+                VERSION_HEADER => &mut owned.protocol_version,
+                METHOD_HEADER => &mut owned.method,
+                NAME_HEADER => &mut owned.name,
+                other => {
+                    if let Some(param) = other.strip_prefix(PARAM_PREFIX) {
+                        owned.params.push((param.to_owned(), value.clone()));
+                    }
+                    continue;
+                }
+            };
+            if slot.is_none() {
+                *slot = Some(value.clone());
+            }
         }
+        owned
     }
 
     fn borrowed(&self) -> RequestHeaders<'_> {

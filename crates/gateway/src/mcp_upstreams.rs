@@ -1,0 +1,281 @@
+//! `[[mcp.upstreams]]`: other MCP servers whose tools oncerpc re-exports on its own MCP door,
+//! each call run once per key (SPEC §16b; the client and engine are `oncerpc-mcp-upstream`).
+//!
+//! ```toml
+//! [[mcp.upstreams]]
+//! name = "mail"
+//! command = "mail-mcp-server"          # or url = "https://mail.example/mcp"
+//! args = ["--stdio"]
+//! env = { MAIL_TOKEN = "${MAIL_TOKEN}" }
+//! tools = ["send_*"]
+//! prefix = "mail."
+//! key_argument = "idempotency_key"
+//! [[mcp.upstreams.tool]]
+//! name = "send_preview"
+//! kind = "query"
+//! ```
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use oncerpc_core::Kind;
+use oncerpc_mcp_upstream::{Transport, UpstreamSpec};
+use serde::{Deserialize, Serialize};
+
+/// One `[[mcp.upstreams]]` entry.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Names the upstream in logs, metrics, `/healthz` and flow steps.
+    pub name: String,
+    /// Streamable HTTP endpoint (`http://` or `https://`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// A command speaking MCP on stdin/stdout, started and supervised by oncerpc.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment of the command (values may be `"${NAME}"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Headers of every HTTP request: oncerpc's own credentials for the upstream (values may
+    /// be `"${NAME}"`). A client's are never passed through.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Glob patterns of the upstream's tool names to offer; empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Put before each tool's name on oncerpc's door.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: usize,
+    /// The upstream's own idempotency-key argument, if it has one: the key is sent in it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_argument: Option<String>,
+    /// Per-tool overrides (`[[mcp.upstreams.tool]] name, kind`).
+    #[serde(default, rename = "tool", skip_serializing_if = "Vec::is_empty")]
+    pub tool_overrides: Vec<ToolOverride>,
+}
+
+/// `[[mcp.upstreams.tool]]`: the kind of one upstream tool, over its `readOnlyHint`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    /// The upstream's name of the tool (without the prefix).
+    pub name: String,
+    pub kind: Kind,
+}
+
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+fn default_max_in_flight() -> usize {
+    16
+}
+
+impl UpstreamConfig {
+    /// The entry's own rules; the error names the key.
+    pub fn check(&self) -> Result<(), String> {
+        let name = &self.name;
+        let token = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(format!("mcp.upstreams: name {name:?} must be letters, digits, '-' or '_'"));
+        }
+        match (&self.url, &self.command) {
+            (Some(url), None) => {
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(format!("mcp.upstreams.{name}.url must be http:// or https://"));
+                }
+            }
+            (None, Some(c)) if !c.trim().is_empty() => {}
+            _ => return Err(format!("mcp.upstreams.{name}: set exactly one of url and command")),
+        }
+        if self.url.is_none() && !self.headers.is_empty() {
+            return Err(format!("mcp.upstreams.{name}.headers are for url upstreams; a command gets env"));
+        }
+        if self.url.is_some() && (!self.env.is_empty() || !self.args.is_empty()) {
+            return Err(format!("mcp.upstreams.{name}: args and env are for command upstreams"));
+        }
+        if !(1..=3_600_000).contains(&self.timeout_ms) {
+            return Err(format!("mcp.upstreams.{name}.timeout_ms must be between 1 and 3600000"));
+        }
+        if !(1..=10_000).contains(&self.max_in_flight) {
+            return Err(format!("mcp.upstreams.{name}.max_in_flight must be between 1 and 10000"));
+        }
+        oncerpc_mcp_upstream::export::allowlist(&self.tools)
+            .map_err(|e| format!("mcp.upstreams.{name}.{e}"))?;
+        Ok(())
+    }
+
+    /// The method deadline of this upstream's tools: its `timeout_ms` and a moment for the
+    /// answer (the upstream's own timeout answers first, with its name).
+    pub fn method_timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms) + Duration::from_millis(500)
+    }
+
+    /// What `oncerpc-mcp-upstream` is given.
+    pub fn spec(&self) -> UpstreamSpec {
+        let transport = match (&self.url, &self.command) {
+            (Some(url), _) => Transport::Http {
+                url: url.clone(),
+                headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            },
+            (None, command) => Transport::Stdio {
+                command: command.clone().unwrap_or_default(),
+                args: self.args.clone(),
+                env: self.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            },
+        };
+        UpstreamSpec {
+            name: self.name.clone(),
+            transport,
+            tools: self.tools.clone(),
+            prefix: self.prefix.clone(),
+            timeout: Duration::from_millis(self.timeout_ms),
+            method_timeout: self.method_timeout(),
+            max_in_flight: self.max_in_flight,
+            key_argument: self.key_argument.clone(),
+            kinds: self.tool_overrides.iter().map(|t| (t.name.clone(), t.kind)).collect(),
+        }
+    }
+}
+
+/// Every upstream's rules, and names given once.
+pub fn check(upstreams: &[UpstreamConfig]) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for u in upstreams {
+        u.check()?;
+        if !seen.insert(&u.name) {
+            return Err(format!("mcp.upstreams: {:?} is named twice", u.name));
+        }
+    }
+    Ok(())
+}
+
+/// The configured upstreams, not yet connected (`None`: none configured). `store.lease_ms`
+/// must outlive each one's method deadline, as every method's (SPEC §3).
+pub fn upstreams(
+    config: &crate::Config,
+) -> Result<Option<std::sync::Arc<oncerpc_mcp_upstream::Upstreams>>, crate::ConfigError> {
+    let configured = &config.mcp.upstreams;
+    if configured.is_empty() {
+        return Ok(None);
+    }
+    let lease = Duration::from_millis(config.store.lease_ms);
+    for u in configured {
+        let max = u.method_timeout();
+        if lease < max + oncerpc_core::lease_margin(max) {
+            return Err(crate::ConfigError::Invalid(format!(
+                "store.lease_ms ({}) must exceed mcp.upstreams.{}.timeout_ms by at least {} ms",
+                config.store.lease_ms,
+                u.name,
+                (max - Duration::from_millis(u.timeout_ms) + oncerpc_core::lease_margin(max)).as_millis()
+            )));
+        }
+    }
+    let specs = configured.iter().map(UpstreamConfig::spec).collect();
+    let upstreams = oncerpc_mcp_upstream::Upstreams::new(specs).map_err(crate::ConfigError::Invalid)?;
+    Ok(Some(std::sync::Arc::new(upstreams)))
+}
+
+/// `[[methods.steps]] mcp = { upstream = "mail", tool = "send_message" }`: the step calls one
+/// tool of an upstream (its own name, without the prefix) with the step's input as arguments.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpStep {
+    pub upstream: String,
+    pub tool: String,
+}
+
+/// A step's output from the upstream's `CallToolResult`: its `structuredContent`, else its
+/// first text parsed as JSON, else that text as a JSON string.
+pub fn step_output(result: &serde_json::Value) -> String {
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        return s.to_string();
+    }
+    let text = result["content"]
+        .as_array()
+        .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
+        .unwrap_or_default();
+    match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+        Ok(raw) => raw.get().to_owned(),
+        Err(_) => serde_json::Value::String(text.to_owned()).to_string(),
+    }
+}
+
+/// A step's `mcp` names a configured upstream, and the step has no `url` too.
+pub fn check_step(config: &crate::Config, step: &McpStep, no_url: bool) -> Result<(), String> {
+    if !no_url {
+        return Err("set exactly one of url and mcp".into());
+    }
+    if !config.mcp.upstreams.iter().any(|u| u.name == step.upstream) {
+        return Err(format!("mcp.upstream {:?} is not in [[mcp.upstreams]]", step.upstream));
+    }
+    if step.tool.is_empty() {
+        return Err("mcp.tool must name a tool".into());
+    }
+    Ok(())
+}
+
+/// `check-config`: each upstream, and what it would export now (it is connected to once; one
+/// that cannot be reached is said so, not a config error: it may be down right now).
+pub fn print_upstreams(config: &crate::Config) {
+    let upstreams = &config.mcp.upstreams;
+    if upstreams.is_empty() {
+        return;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return println!("mcp upstreams: cannot list their tools: {e}"),
+    };
+    let http = crate::upstream::client(&config.upstream).ok();
+    for (i, u) in upstreams.iter().enumerate() {
+        let at = match (&u.url, &u.command) {
+            (Some(url), _) => format!(
+                "url={}",
+                config.shown(&format!("mcp.upstreams[{i}].url"), &oncerpc_core::redact_url(url))
+            ),
+            (None, c) => format!(
+                "command={}",
+                config.shown(&format!("mcp.upstreams[{i}].command"), c.as_deref().unwrap_or(""))
+            ),
+        };
+        println!(
+            "mcp upstream {} {at} prefix={:?} timeout_ms={} max_in_flight={}",
+            u.name, u.prefix, u.timeout_ms, u.max_in_flight
+        );
+        let Some(http) = http.clone() else { continue };
+        match rt.block_on(oncerpc_mcp_upstream::Upstreams::preview(u.spec(), http)) {
+            Ok(tools) => {
+                for (name, kind) in tools {
+                    println!("  tool       {name} ({})", kind.as_str());
+                }
+            }
+            Err(e) => println!(
+                "  (not reachable now: {}; its tools are listed once it is)",
+                oncerpc_core::LogSafe(&e)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_step_output_is_structured_content_else_the_text_as_json_else_the_text() {
+        let structured = json!({"content":[{"type":"text","text":"x"}],"structuredContent":{"id":1}});
+        assert_eq!(step_output(&structured), r#"{"id":1}"#);
+        let json_text = json!({"content":[{"type":"text","text":"{\"id\": 2}"}]});
+        assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
+        let plain = json!({"content":[{"type":"text","text":"sent"}]});
+        assert_eq!(step_output(&plain), r#""sent""#);
+    }
+}

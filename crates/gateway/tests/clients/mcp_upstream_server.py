@@ -1,0 +1,96 @@
+"""An MCP server written with the official Python SDK (package `mcp`, its FastMCP server
+classes), standing for someone else's server that oncerpc is put in front of.
+
+Usage: mcp_upstream_server.py LOG stdio
+       mcp_upstream_server.py LOG http PORT
+Every execution of a tool appends one JSON line to LOG: the tool, its arguments and the
+`_meta["io.oncerpc/idempotency-key"]` it was called with, so the Rust tests count what
+really ran. At start it appends {"started": PID}.
+
+Tools: `charge` (a command: counts), `slow_charge` (a command that logs its start, then
+waits while the file LOG.hold exists, at most 60 s, so that a test can kill a process while
+it is in flight), `declined` (a command whose result is an isError one), `balance`
+(readOnlyHint: a query), `unlock_refund` (adds a `refund` tool and sends
+notifications/tools/list_changed). The commands take an optional `idempotency_key` argument of their
+own, as some servers do (oncerpc's `key_argument`).
+"""
+import asyncio
+import json
+import os
+import sys
+
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+
+LOG = sys.argv[1]
+mcp = FastMCP("python-upstream", log_level="WARNING")
+
+
+def record(entry):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+        f.flush()
+
+
+def seen_key(ctx: Context):
+    meta = ctx.request_context.meta
+    if meta is None:
+        return None
+    return meta.model_dump().get("io.oncerpc/idempotency-key")
+
+
+def executions(tool):
+    with open(LOG) as f:
+        return sum(1 for line in f if json.loads(line).get("tool") == tool)
+
+
+@mcp.tool(description="Charge a card (counts every execution).")
+def charge(amount: int, card: str, ctx: Context, idempotency_key: str | None = None) -> dict:
+    record({"tool": "charge", "amount": amount, "card": card, "key": seen_key(ctx),
+            "key_argument": idempotency_key})
+    return {"charged": amount, "card": card, "executions": executions("charge")}
+
+
+@mcp.tool(description="Charge slowly: logs its start, then waits while LOG.hold exists.")
+async def slow_charge(amount: int, ctx: Context, idempotency_key: str | None = None) -> dict:
+    record({"tool": "slow_charge", "amount": amount, "key": seen_key(ctx), "key_argument": idempotency_key})
+    for _ in range(600):
+        if not os.path.exists(LOG + ".hold"):
+            break
+        await asyncio.sleep(0.1)
+    return {"charged": amount}
+
+
+@mcp.tool(description="A card that is always declined.")
+def declined(amount: int, ctx: Context, idempotency_key: str | None = None) -> CallToolResult:
+    record({"tool": "declined", "amount": amount, "key": seen_key(ctx)})
+    return CallToolResult(content=[TextContent(type="text", text="card declined")], isError=True)
+
+
+def refund(amount: int) -> dict:
+    record({"tool": "refund", "amount": amount})
+    return {"refunded": amount}
+
+
+@mcp.tool(description="Offer the refund tool too, and say so (notifications/tools/list_changed).")
+async def unlock_refund(ctx: Context) -> dict:
+    record({"tool": "unlock_refund", "key": seen_key(ctx)})
+    mcp.add_tool(refund, name="refund", description="Refund a charge.")
+    await ctx.session.send_tool_list_changed()
+    return {"unlocked": True}
+
+
+@mcp.tool(description="The balance (read-only).", annotations=ToolAnnotations(readOnlyHint=True))
+def balance(ctx: Context) -> dict:
+    record({"tool": "balance", "key": seen_key(ctx)})
+    return {"balance": 100}
+
+
+if __name__ == "__main__":
+    record({"started": os.getpid()})
+    if sys.argv[2] == "stdio":
+        mcp.run(transport="stdio")
+    else:
+        mcp.settings.host = "127.0.0.1"
+        mcp.settings.port = int(sys.argv[3])
+        mcp.run(transport="streamable-http")

@@ -1,0 +1,505 @@
+//! oncerpc in front of an MCP server it did not write (SPEC §16b): an upstream made with the
+//! official Python SDK's own server classes (`tests/clients/mcp_upstream_server.py`, FastMCP),
+//! over Streamable HTTP and over stdio (started and restarted by oncerpc), its tools
+//! re-exported on the real `oncerpc serve`'s `/mcp` and called by the Python SDK's client
+//! and by plain `2026-07-28` requests. What ran is read from the upstream's own log of
+//! executions, never from oncerpc's answers.
+//!
+//! Outside CI a missing Python SDK skips a test with a printed reason; in CI it is a failure.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::mcp_clients;
+use common::process::{Gateway, Http, TempDir, unique};
+use serde_json::{Value, json};
+
+/// The upstream's log of executions: one JSON object a line.
+struct Executions(PathBuf);
+
+impl Executions {
+    fn lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The executions of `tool` with `_meta` key `key`.
+    fn of(&self, tool: &str, key: Option<&str>) -> Vec<Value> {
+        self.lines().into_iter().filter(|l| l["tool"] == tool && l["key"].as_str() == key).collect()
+    }
+
+    fn count(&self, tool: &str) -> usize {
+        self.lines().iter().filter(|l| l["tool"] == tool).count()
+    }
+
+    /// The pid of the upstream process started last.
+    fn last_pid(&self) -> Option<i32> {
+        self.lines().iter().rev().find_map(|l| l["started"].as_i64()).map(|p| p as i32)
+    }
+
+    fn starts(&self) -> usize {
+        self.lines().iter().filter(|l| l.get("started").is_some()).count()
+    }
+
+    /// Hold `slow_charge` in flight until [`release`](Self::release).
+    fn hold(&self) {
+        std::fs::write(self.0.with_extension("log.hold"), "").unwrap();
+    }
+
+    fn release(&self) {
+        let _ = std::fs::remove_file(self.0.with_extension("log.hold"));
+    }
+}
+
+/// The Python upstream over Streamable HTTP on a free loopback port.
+struct HttpUpstream {
+    child: Child,
+    url: String,
+}
+
+impl HttpUpstream {
+    async fn start(python: &str, log: &Executions) -> HttpUpstream {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(python)
+            .arg(mcp_clients::client_script("mcp_upstream_server.py"))
+            .arg(&log.0)
+            .args(["http", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the Python upstream");
+        let addr = format!("127.0.0.1:{port}");
+        wait_for("the Python upstream to listen", || std::net::TcpStream::connect(&addr).is_ok()).await;
+        HttpUpstream { child, url: format!("http://{addr}/mcp") }
+    }
+}
+
+impl Drop for HttpUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Poll (every 50 ms, for at most 30 s) until `done`.
+async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..600 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// Wait until `/healthz` shows `upstream` connected with tools.
+async fn wait_up(gw: &Http, upstream: &str) {
+    for _ in 0..600 {
+        let health = gw.get("/healthz", &[]).await.json();
+        if health["mcp_upstreams"][upstream]["up"] == true && health["mcp_upstreams"][upstream]["tools"] != 0
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("upstream {upstream} did not connect: {}", gw.get("/healthz", &[]).await.json());
+}
+
+fn sqlite(dir: &TempDir) -> String {
+    format!("demo = false\n[store]\nurl = \"sqlite://{}\"\n", dir.file("once.db").display())
+}
+
+/// `tools/call` of `tool` in the `2026-07-28` revision, with `key` in `_meta`.
+fn call(id: u64, tool: &str, arguments: Value, key: &str) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments,
+    "_meta":{
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.oncerpc/idempotency-key": key,
+    }}})
+}
+
+/// POST one `2026-07-28` request to `/mcp`; its `result`.
+async fn post(gw: &Http, body: &Value) -> Value {
+    let name = body["params"]["name"].as_str().unwrap_or_default().to_owned();
+    let method = body["method"].as_str().unwrap().to_owned();
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method.as_str()),
+        ("Mcp-Name", name.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let answer = gw.post("/mcp", body.to_string(), &headers).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    answer.json()["result"].clone()
+}
+
+/// The tool names oncerpc's `tools/list` gives now (`2026-07-28`, first page).
+async fn tool_names(gw: &Http) -> Vec<String> {
+    let body = json!({"jsonrpc":"2.0","id":0,"method":"tools/list","params":{"_meta":{
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
+    let result = post(gw, &body).await;
+    result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+fn status(result: &Value) -> &str {
+    result["_meta"]["io.oncerpc/idempotency-status"].as_str().unwrap_or("")
+}
+
+/// The Python SDK's client (and the TypeScript SDK's), through oncerpc, against the Python
+/// SDK's server over Streamable HTTP: a command retried with one key runs once on the upstream, with the key in `_meta`;
+/// the same key with other arguments is refused and runs nothing; 50 identical calls at once
+/// run once; an `isError` result is an outcome, replayed; a read-only tool passes through
+/// without a record; `/healthz` and `/metrics` show the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_through_oncerpc_runs_an_http_upstreams_command_once_per_key() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-http");
+    let log = Executions(dir.file("executions.log"));
+    let upstream = HttpUpstream::start(&python, &log).await;
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\nurl = \"{url}\"\ntools = [\"charge\", \"balance\", \"declined\"]\ntimeout_ms = 10000\n",
+        store = sqlite(&dir),
+        url = upstream.url
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+
+    let key = unique("charge");
+    let mut client = Command::new(&python);
+    client.arg(mcp_clients::client_script("mcp_upstream_client.py")).args([&gw.url("/mcp"), &key]);
+    let seen = mcp_clients::summary(client).await;
+    assert_eq!(seen["tools"], json!(["balance", "charge", "declined"]), "the allowlist: {seen}");
+    assert_eq!(seen["charge_key_property"], true, "{seen}");
+    assert_eq!(seen["charge_description"], "Charge a card (counts every execution).", "{seen}");
+    assert_eq!(seen["balance_read_only"], true, "{seen}");
+    assert_eq!(
+        (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
+        (Some("new"), Some("duplicate"))
+    );
+    assert_eq!(seen["first"]["text"], seen["again"]["text"], "the stored result, as the upstream gave it");
+    assert_eq!(seen["other"]["is_error"], true, "{seen}");
+    assert_eq!(seen["other"]["structured"]["code"], -32002, "{seen}");
+    let ran = log.of("charge", Some(&key));
+    assert_eq!(ran.len(), 1, "the upstream ran the charge once: {ran:?}");
+    assert_eq!(ran[0]["amount"], 5, "the first arguments ran, the reused key's did not");
+    assert_eq!(ran[0]["key_argument"], Value::Null, "no key_argument configured: the key only in _meta");
+
+    let many = log.of("charge", Some(&format!("{key}-many")));
+    assert_eq!(many.len(), 1, "50 identical calls at once ran once: {many:?}");
+    for answer in seen["many"].as_array().unwrap() {
+        let fine = answer["is_error"] == false || answer["structured"]["code"] == -32001;
+        assert!(fine, "each of the 50 has the result or 'in progress': {answer}");
+    }
+    assert!(seen["many"].as_array().unwrap().iter().any(|a| a["is_error"] == false));
+
+    // The TypeScript SDK's client, the same way.
+    let ts_key = unique("ts");
+    if let Some(ts) =
+        mcp_clients::typescript_script("mcp_upstream_ts_client.mjs", &[&gw.url("/mcp"), &ts_key])
+    {
+        let seen = mcp_clients::summary(ts).await;
+        assert_eq!(
+            (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
+            (Some("new"), Some("duplicate")),
+            "{seen}"
+        );
+        assert_eq!(seen["first"]["text"], seen["again"]["text"], "{seen}");
+        assert_eq!(seen["other"]["structured"]["code"], -32002, "{seen}");
+        assert_eq!(log.of("charge", Some(&ts_key)).len(), 1, "the TypeScript client's charge ran once");
+    }
+
+    // The read-only tool: passed through each time, no key, no record.
+    assert_eq!(log.count("balance"), 2, "a query runs every time");
+    for b in seen["balance"].as_array().unwrap() {
+        assert_eq!((b["is_error"].as_bool(), b["status"].as_str()), (Some(false), None), "{b}");
+    }
+
+    // The upstream's isError result is the command's outcome: stored and replayed.
+    let declined_key = unique("declined");
+    let first = post(&http, &call(1, "declined", json!({"amount": 3}), &declined_key)).await;
+    let again = post(&http, &call(2, "declined", json!({"amount": 3}), &declined_key)).await;
+    assert_eq!((first["isError"].as_bool(), status(&first)), (Some(true), "new"), "{first}");
+    assert_eq!((again["isError"].as_bool(), status(&again)), (Some(true), "duplicate"), "{again}");
+    assert_eq!(first["content"], again["content"]);
+    assert_eq!(first["content"][0]["text"], "card declined", "the upstream's own content");
+    assert_eq!(log.of("declined", Some(&declined_key)).len(), 1);
+
+    let metrics = http.get("/metrics", &[]).await.body;
+    assert!(metrics.contains("oncerpc_mcp_upstream_up{upstream=\"pay\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("oncerpc_mcp_upstream_calls_total{outcome=\"ok\",upstream=\"pay\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("oncerpc_mcp_upstream_calls_total{outcome=\"tool_error\",upstream=\"pay\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// A stdio upstream started by oncerpc: the key goes in `_meta` and in the configured
+/// `key_argument`; a tool it adds later (`notifications/tools/list_changed`) is offered. Killed with `kill -9` while a call is in flight, the caller gets
+/// `-32006` at once (no hang), oncerpc starts it again, and the retry with the same key runs
+/// (the failure was not stored) once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_after_its_restart() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-stdio");
+    let log = Executions(dir.file("executions.log"));
+    let script = mcp_clients::client_script("mcp_upstream_server.py");
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\ncommand = \"{python}\"\nargs = [\"{script}\", \"{log}\", \"stdio\"]\nprefix = \"pay.\"\nkey_argument = \"idempotency_key\"\ntimeout_ms = 20000\n",
+        store = sqlite(&dir),
+        script = script.display(),
+        log = log.0.display(),
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+
+    let key = unique("stdio");
+    let first = post(&http, &call(1, "pay.charge", json!({"amount": 4, "card": "visa"}), &key)).await;
+    let again = post(&http, &call(2, "pay.charge", json!({"amount": 4, "card": "visa"}), &key)).await;
+    assert_eq!((status(&first), status(&again)), ("new", "duplicate"), "{first} {again}");
+    let ran = log.of("charge", Some(&key));
+    assert_eq!(ran.len(), 1, "{ran:?}");
+    assert_eq!(ran[0]["key_argument"], key.as_str(), "the key in the upstream's own argument too");
+
+    // The upstream adds a tool and says so: oncerpc lists its tools again and offers it.
+    let unlocked = post(&http, &call(9, "pay.unlock_refund", json!({}), &unique("unlock"))).await;
+    assert_eq!(unlocked["isError"], false, "{unlocked}");
+    let mut names = Vec::new();
+    for _ in 0..200 {
+        names = tool_names(&http).await;
+        if names.iter().any(|n| n == "pay.refund") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(names.iter().any(|n| n == "pay.refund"), "list_changed followed: {names:?}");
+
+    // Killed mid-call.
+    let slow_key = unique("slow");
+    log.hold();
+    let starts = log.starts();
+    let pending = {
+        let http = http.clone();
+        let body = call(3, "pay.slow_charge", json!({"amount": 8}), &slow_key);
+        tokio::spawn(async move { post(&http, &body).await })
+    };
+    wait_for("the slow call to reach the upstream", || log.of("slow_charge", Some(&slow_key)).len() == 1)
+        .await;
+    let pid = log.last_pid().expect("the upstream's pid");
+    assert_eq!(unsafe { libc_kill(pid, 9) }, 0, "kill -9 the upstream");
+    let failed = tokio::time::timeout(Duration::from_secs(20), pending).await.expect("no hang").unwrap();
+    assert_eq!(failed["isError"], true, "{failed}");
+    assert_eq!(failed["structuredContent"]["code"], -32006, "{failed}");
+    let message = failed["structuredContent"]["message"].as_str().unwrap();
+    assert!(message.contains("pay"), "the message names the upstream: {message}");
+
+    // Restarted by oncerpc; the retry runs (nothing was stored), once.
+    log.release();
+    wait_for("oncerpc to start the upstream again", || log.starts() > starts).await;
+    wait_up(&http, "pay").await;
+    let mut retried = Value::Null;
+    for _ in 0..100 {
+        retried = post(&http, &call(4, "pay.slow_charge", json!({"amount": 8}), &slow_key)).await;
+        // Until the supervisor has the new connection, a call is -32006 and not stored.
+        if retried["structuredContent"]["code"] != -32006 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!((retried["isError"].as_bool(), status(&retried)), (Some(false), "new"), "{retried}");
+    let again = post(&http, &call(5, "pay.slow_charge", json!({"amount": 8}), &slow_key)).await;
+    assert_eq!(status(&again), "duplicate", "{again}");
+    let ran = log.of("slow_charge", Some(&slow_key));
+    assert_eq!(ran.len(), 2, "once before the kill, once after the restart: {ran:?}");
+}
+
+/// `kill -9` of oncerpc after it stored the outcome: restarted, the retry gets the stored
+/// result and the upstream still counts one. Killed while the upstream call is in flight: the
+/// retry (after the dead owner's lease) runs it again with the same `_meta` key — the window
+/// the upstream's own key must cover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oncerpc_killed_after_storing_replays_and_killed_in_flight_retries_with_the_same_key() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-crash");
+    let log = Executions(dir.file("executions.log"));
+    let upstream = HttpUpstream::start(&python, &log).await;
+    let config = format!(
+        "{store}lease_ms = 4000\n\n[[mcp.upstreams]]\nname = \"pay\"\nurl = \"{url}\"\ntimeout_ms = 2000\n",
+        store = sqlite(&dir),
+        url = upstream.url
+    );
+    let mut gw = Gateway::with_config(&dir, &config);
+    wait_up(&gw.http(), "pay").await;
+    let key = unique("crash");
+    let body = call(1, "charge", json!({"amount": 6, "card": "visa"}), &key);
+    let first = post(&gw.http(), &body).await;
+    assert_eq!(status(&first), "new", "{first}");
+    gw.kill9();
+    let mut gw = Gateway::with_config(&dir, &config);
+    wait_up(&gw.http(), "pay").await;
+    let retry = post(&gw.http(), &body).await;
+    assert_eq!(status(&retry), "duplicate", "{retry}");
+    assert_eq!(retry["content"], first["content"], "the stored result");
+    assert_eq!(log.of("charge", Some(&key)).len(), 1, "the upstream still counts one");
+
+    // In flight.
+    let slow_key = unique("inflight");
+    log.hold();
+    let pending = {
+        let http = gw.http();
+        let body = call(2, "slow_charge", json!({"amount": 1}), &slow_key);
+        tokio::spawn(async move { post(&http, &body).await })
+    };
+    wait_for("the slow call to reach the upstream", || log.of("slow_charge", Some(&slow_key)).len() == 1)
+        .await;
+    gw.kill9();
+    pending.abort();
+    log.release();
+    let gw = Gateway::with_config(&dir, &config);
+    wait_up(&gw.http(), "pay").await;
+    let body = call(3, "slow_charge", json!({"amount": 1}), &slow_key);
+    let mut retried = Value::Null;
+    for _ in 0..200 {
+        retried = post(&gw.http(), &body).await;
+        // The dead owner's record is 'in progress' until its lease ends.
+        if retried["structuredContent"]["code"] != -32001 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!((retried["isError"].as_bool(), status(&retried)), (Some(false), "new"), "{retried}");
+    let ran = log.of("slow_charge", Some(&slow_key));
+    assert_eq!(ran.len(), 2, "run again after the crash, with the same _meta key: {ran:?}");
+}
+
+/// A flow step may call an upstream's tool (`mcp = { upstream, tool }`): its output is the
+/// tool's result (its text parsed as JSON here), the step gets the step key in `_meta`, and the
+/// flow's key makes a retry a duplicate that calls nothing. A step naming an upstream that is
+/// not configured is a config error; `check-config` lists what the upstream would export.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flow_step_calls_an_upstream_tool_once_per_key() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-step");
+    let log = Executions(dir.file("executions.log"));
+    let upstream = HttpUpstream::start(&python, &log).await;
+    let methods = "[[methods]]\nname = \"checkout\"\nkind = \"command\"\n  [[methods.steps]]\n  name = \"pay\"\n  mcp = { upstream = \"pay\", tool = \"charge\" }\n";
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\nurl = \"{url}\"\ntools = [\"balance\"]\n\n{methods}",
+        store = sqlite(&dir),
+        url = upstream.url
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+    let key = unique("flow");
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"checkout","params":{"amount":2,"card":"visa","idempotency_key":key}});
+    let first = http.rpc(body.to_string(), &[]).await;
+    let again = http.rpc(body.to_string(), &[]).await;
+    assert_eq!(first.json()["result"]["charged"], 2, "the tool's text as JSON: {}", first.body);
+    assert_eq!(first.header("x-idempotency-status"), Some("new"));
+    assert_eq!(again.header("x-idempotency-status"), Some("duplicate"));
+    assert_eq!(first.json()["result"], again.json()["result"]);
+    let ran = log.count("charge");
+    assert_eq!(ran, 1, "the step ran once");
+    let step_key = log.lines().into_iter().find(|l| l["tool"] == "charge").unwrap()["key"].clone();
+    let step_key = step_key.as_str().expect("the step key in _meta");
+    assert!(step_key.len() == 64 && step_key != key, "a step key, not the client's: {step_key}");
+
+    // check-config connects once and lists what the upstream would export (the allowlist).
+    let good = dir.file("good.toml");
+    std::fs::write(&good, &config).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+        .args(["check-config", &good.display().to_string()])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{listed}");
+    assert!(listed.contains("mcp upstream pay url="), "{listed}");
+    let tools: Vec<&str> = listed.lines().filter(|l| l.trim_start().starts_with("tool ")).collect();
+    assert_eq!(tools.len(), 1, "{listed}");
+    assert!(tools[0].contains("balance (query)"), "{listed}");
+
+    let bad = config.replace("upstream = \"pay\", tool", "upstream = \"nope\", tool");
+    let path = dir.file("bad.toml");
+    std::fs::write(&path, bad).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+        .args(["check-config", &path.display().to_string()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && text.contains("\"nope\" is not in [[mcp.upstreams]]"), "{text}");
+}
+
+/// An upstream that answers garbage (not MCP, not JSON) is contained: oncerpc starts and
+/// serves, `/healthz` stays `200` and shows it down, `/metrics` counts the failed connections,
+/// and it keeps trying by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbage_upstream_is_shown_down_and_contained() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let garbage = tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 9\r\n\r\nnot json!")
+                    .await;
+            });
+        }
+    });
+    let dir = TempDir::new("mcp-upstream-garbage");
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"junk\"\nurl = \"http://{addr}/mcp\"\ntimeout_ms = 2000\n",
+        store = sqlite(&dir)
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    let mut failed = 0;
+    for _ in 0..200 {
+        let metrics = http.get("/metrics", &[]).await.body;
+        failed = metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("oncerpc_mcp_upstream_connects_total{outcome=\"failed\",upstream=\"junk\"}")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0);
+        if failed >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(failed >= 2, "it keeps trying, and each failure is counted");
+    let health = http.get("/healthz", &[]).await;
+    assert_eq!(health.status, 200, "one upstream down does not make the gateway unhealthy");
+    assert_eq!(health.json()["mcp_upstreams"]["junk"]["up"], false, "{}", health.body);
+    let metrics = http.get("/metrics", &[]).await.body;
+    assert!(metrics.contains("oncerpc_mcp_upstream_up{upstream=\"junk\"} 0"), "{metrics}");
+    assert!(tool_names(&http).await.is_empty(), "nothing offered from it");
+    garbage.abort();
+}
+
+unsafe extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}

@@ -1,0 +1,54 @@
+//! A call of a re-exported tool: the handler of its external method.
+
+use std::sync::Arc;
+
+use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
+use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
+use serde_json::{Map, Value};
+
+use crate::link::Link;
+
+/// `tools/call` of one upstream tool (its own name), with the call's key.
+pub struct UpstreamTool {
+    pub link: Arc<Link>,
+    pub tool: String,
+}
+
+impl Handler for UpstreamTool {
+    fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult> {
+        Box::pin(async move {
+            let mut arguments = arguments(params)?;
+            // The key travels in `_meta` (and `key_argument`), not as an argument the
+            // upstream never declared.
+            for reserved in RESERVED_PARAMS {
+                arguments.remove(reserved);
+            }
+            let result = self.link.call_tool(&self.tool, arguments, ctx.idempotency_key.as_deref()).await?;
+            serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
+        })
+    }
+}
+
+/// A call's arguments: an object (none: `{}`).
+pub fn arguments(params: Option<&RawValue>) -> Result<Map<String, Value>, RpcError> {
+    match params.map(|p| serde_json::from_str::<Value>(p.get())) {
+        None => Ok(Map::new()),
+        Some(Ok(Value::Object(o))) => Ok(o),
+        Some(Ok(Value::Null)) => Ok(Map::new()),
+        _ => Err(RpcError::invalid_params("arguments must be an object")),
+    }
+}
+
+/// `-32006` naming the upstream and, in a few words, why (the details go to the log only).
+pub fn failed(upstream: &str, why: &str) -> RpcError {
+    RpcError::with_message(ErrorCode::UpstreamFailed, format!("MCP upstream {upstream:?} failed: {why}"))
+}
+
+/// `-32005`: the upstream did not answer within its `timeout_ms`.
+pub fn timed_out(upstream: &str, timeout_ms: u128) -> RpcError {
+    RpcError::with_message(
+        ErrorCode::Timeout,
+        format!("MCP upstream {upstream:?} did not answer within {timeout_ms} ms"),
+    )
+    .data(serde_json::json!({ "timeout_ms": timeout_ms as u64 }))
+}

@@ -1,0 +1,132 @@
+//! # oncerpc-mcp-upstream
+//!
+//! oncerpc in front of other MCP servers (SPEC §16b). For each configured upstream
+//! ([`UpstreamSpec`]) a supervisor task connects as an MCP client — Streamable HTTP, or a
+//! command it starts and restarts with backoff ([`link`]) — in the era the upstream speaks
+//! (`server/discover` first, else `initialize`, by the official Rust SDK `rmcp`), lists its
+//! tools (again on `notifications/tools/list_changed`) and offers the allowed ones on
+//! oncerpc's MCP door through an [`External`] set ([`export`]).
+//!
+//! A call of a re-exported tool is an [`ExternalMethod`](oncerpc_core::ExternalMethod) of the
+//! dispatcher: the same policy and idempotency engine as a registered method. Its handler
+//! ([`call`]) forwards the key in `_meta["io.oncerpc/idempotency-key"]` (and in
+//! `key_argument`), and answers the upstream's whole `CallToolResult` — an `isError` result
+//! too, which is the tool's outcome and stored. A transport failure (the upstream is down,
+//! went away mid-call, answered garbage) is `-32006` and a timeout `-32005`; neither is
+//! stored, so a retry with the same key runs again.
+
+pub mod call;
+pub mod export;
+pub mod link;
+pub mod metrics;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oncerpc_core::{Dispatcher, Kind};
+use oncerpc_mcp::External;
+use oncerpc_protocol::RpcError;
+use serde_json::Value;
+
+pub use metrics::UpstreamMetrics;
+
+/// How oncerpc reaches one upstream.
+#[derive(Debug, Clone)]
+pub enum Transport {
+    /// Streamable HTTP at this URL, with these headers on every request (oncerpc's own
+    /// credentials for the upstream; a client's are never passed through).
+    Http { url: String, headers: Vec<(String, String)> },
+    /// A command started by oncerpc, speaking MCP on its stdin/stdout; restarted with backoff
+    /// when it exits.
+    Stdio { command: String, args: Vec<String>, env: Vec<(String, String)> },
+}
+
+/// One `[[mcp.upstreams]]` entry.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    pub name: String,
+    pub transport: Transport,
+    /// Glob patterns of the upstream's tool names offered (`*`: all).
+    pub tools: Vec<String>,
+    /// Put before each tool's name on oncerpc's door.
+    pub prefix: String,
+    /// The deadline of one call to the upstream: past it, `-32005`.
+    pub timeout: Duration,
+    /// The method deadline of its tools (a little longer than `timeout`, so that the
+    /// upstream's own timeout answers, naming it). The store's lease must outlive it.
+    pub method_timeout: Duration,
+    /// Calls to this upstream in flight at once; more wait (within their deadline).
+    pub max_in_flight: usize,
+    /// The upstream's own idempotency-key argument: the key is also sent in it.
+    pub key_argument: Option<String>,
+    /// Kinds set per upstream tool name, over the `readOnlyHint` rule.
+    pub kinds: BTreeMap<String, Kind>,
+}
+
+/// The upstreams of one gateway, connected and kept connected by their supervisors.
+pub struct Upstreams {
+    links: BTreeMap<String, Arc<link::Link>>,
+    metrics: UpstreamMetrics,
+}
+
+impl Upstreams {
+    /// The upstreams of `specs`, not yet connected ([`start`](Self::start) connects them).
+    pub fn new(specs: Vec<UpstreamSpec>) -> Result<Upstreams, String> {
+        let metrics = UpstreamMetrics::new();
+        let mut links = BTreeMap::new();
+        for spec in specs {
+            let link = link::Link::new(spec, metrics.clone())?;
+            links.insert(link.spec.name.clone(), link);
+        }
+        Ok(Upstreams { links, metrics })
+    }
+
+    /// Start a supervisor per upstream (inside a tokio runtime). Their tools appear in
+    /// `external` as each connects.
+    pub fn start(&self, dispatcher: Arc<Dispatcher>, external: External, http: reqwest::Client) {
+        for link in self.links.values() {
+            link.clone().supervise(dispatcher.clone(), external.clone(), http.clone());
+        }
+    }
+
+    /// The counters and gauges (register them where `/metrics` gathers).
+    pub fn metrics(&self) -> &UpstreamMetrics {
+        &self.metrics
+    }
+
+    /// Call `tool` (the upstream's own name) of `upstream` once, as a flow step does: its
+    /// `CallToolResult`, or `-32006`/`-32005` when it could not be had.
+    pub async fn call(
+        &self,
+        upstream: &str,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        key: Option<&str>,
+    ) -> Result<Value, RpcError> {
+        let Some(link) = self.links.get(upstream) else {
+            return Err(call::failed(upstream, "no such upstream"));
+        };
+        link.call_tool(tool, arguments, key).await
+    }
+
+    /// Connect to `spec`'s upstream once and list what it would export: each tool's name on
+    /// oncerpc's door and kind (`check-config`). The error says why it could not be reached.
+    pub async fn preview(spec: UpstreamSpec, http: reqwest::Client) -> Result<Vec<(String, Kind)>, String> {
+        let link = link::Link::new(spec, UpstreamMetrics::new())?;
+        link.preview(&http).await
+    }
+
+    /// Stop every supervisor (and the commands they started).
+    pub fn stop(&self) {
+        for link in self.links.values() {
+            link.stop();
+        }
+    }
+}
+
+impl Drop for Upstreams {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
