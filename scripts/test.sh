@@ -37,6 +37,19 @@ fi
 # curl, for the TLS listener test (`curl --cacert`).
 if ! command -v curl >/dev/null; then apt_install curl || need "curl"; fi
 
+# Headless Chromium and its WebDriver (Debian's chromium, chromium-driver), for the console's
+# real-browser test (crates/gateway/tests/console_browser.rs).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  echo "== installing chromium and chromium-driver"
+  apt_install chromium chromium-driver || need "chromium and chromium-driver"
+fi
+
+# promtool (Debian's prometheus package), for `promtool check rules` on deploy/prometheus/alerts.yml.
+if ! command -v promtool >/dev/null; then
+  echo "== installing prometheus (for promtool)"
+  apt_install --no-install-recommends prometheus || need "promtool (prometheus)"
+fi
+
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
 # signing libraries (standardwebhooks, stripe), for tests/webhooks.rs; the official MCP Python
 # SDK (mcp), for tests/mcp_stdio.rs.

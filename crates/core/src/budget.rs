@@ -24,6 +24,8 @@ pub struct Permit {
 /// The global pool and the tenants' shares.
 pub(crate) struct Budget {
     global: Arc<Semaphore>,
+    /// The pool's size.
+    max: usize,
     /// Tenants with a share below the pool; a tenant not named here has only the pool.
     shares: HashMap<Arc<str>, Arc<Semaphore>>,
     metrics: Metrics,
@@ -39,7 +41,12 @@ impl Budget {
             .filter(|(_, share)| **share < max)
             .map(|(tenant, share)| (tenant.clone(), Arc::new(Semaphore::new((*share).max(1)))))
             .collect();
-        Budget { global: Arc::new(Semaphore::new(max)), shares, metrics }
+        Budget { global: Arc::new(Semaphore::new(max)), max, shares, metrics }
+    }
+
+    /// Places taken now, and the pool's size.
+    pub fn usage(&self) -> (usize, usize) {
+        (self.max.saturating_sub(self.global.available_permits()), self.max)
     }
 
     /// A place for work of `tenant`, or `-32007 Overloaded` at once: the tenant's share is

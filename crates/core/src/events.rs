@@ -59,12 +59,17 @@ struct Submission {
     created_at_ms: Option<u64>,
     /// Where the steps' progress goes (the MCP task's `progressToken`); `None` for a re-drive.
     progress: Option<crate::Progress>,
+    /// The caller's trace context (not stored: a resumed or re-driven execution has none).
+    trace: Option<crate::TraceContext>,
 }
 
-/// Who an event's execution reports to: its correlation id, and where its steps' progress
-/// goes (the call that started it, in this process; none for a resumed execution).
-struct Reporting {
+/// Where an event's execution comes from and who it reports to: its correlation id, when its
+/// deadline started, the caller's trace context, and where its steps' progress goes (the call
+/// that started it, in this process; none for a resumed execution).
+struct Origin {
     cid: Arc<str>,
+    started: Instant,
+    trace: Option<crate::TraceContext>,
     progress: Option<crate::Progress>,
 }
 
@@ -126,6 +131,7 @@ impl Dispatcher {
             started,
             created_at_ms: None,
             progress: meta.progress.clone(),
+            trace: meta.trace.clone(),
         };
         // The budget place travels with the event's execution; refused before any claim.
         let permit = self.exec.permit(&meta.tenant)?;
@@ -177,8 +183,13 @@ impl Dispatcher {
                     }
                 };
                 let journal = self.exec.journal(&sub.record, token, kind, lease).await;
-                let reporting = Reporting { cid: sub.cid.clone(), progress: sub.progress.clone() };
-                self.spawn_event(sub.method.clone(), event, journal, reporting, sub.started, permit);
+                let origin = Origin {
+                    cid: sub.cid.clone(),
+                    started: sub.started,
+                    trace: sub.trace.clone(),
+                    progress: sub.progress.clone(),
+                };
+                self.spawn_event(sub.method.clone(), event, journal, origin, permit);
                 Ok(IdempotencyStatus::New)
             }
             Acquired::Not(Claim::InProgress { .. }) => {
@@ -285,11 +296,10 @@ impl Dispatcher {
         method: Arc<Method>,
         event: Event,
         journal: crate::journal::StepJournal,
-        reporting: Reporting,
-        started: Instant,
+        origin: Origin,
         permit: crate::Permit,
     ) {
-        let Reporting { cid, progress } = reporting;
+        let Origin { cid, started, trace, progress } = origin;
         let token = journal.token();
         let this = self.clone();
         if let Ok(mut running) = self.running_events.lock() {
@@ -301,6 +311,7 @@ impl Dispatcher {
             correlation_id = %cid,
             method = %method.name,
             tenant = %event.record.tenant,
+            trace_id = trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
         );
         self.exec.spawn(
             async move {
@@ -322,6 +333,7 @@ impl Dispatcher {
                     return_step: event.return_step.as_deref().map(Arc::from),
                     journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
                     progress,
+                    trace,
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
@@ -399,7 +411,8 @@ impl Dispatcher {
                 }
                 let cid = Arc::from(event.id.as_str());
                 let journal = self.exec.journal(&event.record, token, kind, lease).await;
-                self.spawn_event(method, event, journal, Reporting { cid, progress: None }, started, permit);
+                let origin = Origin { cid, started, trace: None, progress: None };
+                self.spawn_event(method, event, journal, origin, permit);
                 Ok(true)
             }
             Ok(Acquired::Not(Claim::Done(outcome, _))) => {

@@ -85,6 +85,11 @@ pub(crate) struct Executions {
 }
 
 impl Executions {
+    /// Background places taken now, and `limits.max_background`.
+    pub fn background_usage(&self) -> (usize, usize) {
+        self.budget.usage()
+    }
+
     pub fn new(
         store: Arc<dyn Store>,
         cache: Option<Arc<DoneCache>>,

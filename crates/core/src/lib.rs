@@ -61,6 +61,7 @@ pub mod store;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+pub mod trace;
 pub use budget::Permit;
 pub use derived::KeyOrigin;
 pub use dispatch::{
@@ -81,3 +82,4 @@ pub use progress::{Progress, StepProgress};
 pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};
+pub use trace::TraceContext;

@@ -71,6 +71,8 @@ pub struct Context {
     /// Where to report each finished step while the call runs (a door's client is waiting
     /// for it); `None` when nobody listens, and always for async events.
     pub progress: Option<crate::Progress>,
+    /// The caller's W3C trace context: flows send each upstream step a `traceparent` within it.
+    pub trace: Option<crate::TraceContext>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use

@@ -40,6 +40,9 @@ pub struct Metrics {
     store_errors: IntCounterVec,
     /// Requests being served right now (maintained by the front doors).
     pub in_flight: IntGauge,
+    /// Background executions running and `limits.max_background`, set when scraped.
+    background: IntGauge,
+    background_capacity: IntGauge,
     overloaded: IntCounterVec,
     tenant_refusals: IntCounterVec,
     log_lines_dropped: IntCounter,
@@ -84,6 +87,16 @@ impl Metrics {
         .expect("valid metric");
         let in_flight =
             IntGauge::new("oncerpc_in_flight_requests", "Requests being served").expect("valid metric");
+        let background = IntGauge::new(
+            "oncerpc_background_executions",
+            "Keyed executions and async events running (places of limits.max_background in use)",
+        )
+        .expect("valid metric");
+        let background_capacity = IntGauge::new(
+            "oncerpc_background_capacity",
+            "limits.max_background: background executions at most; past it new work is refused",
+        )
+        .expect("valid metric");
         let overloaded = IntCounterVec::new(
             Opts::new(
                 "oncerpc_overloaded_total",
@@ -128,6 +141,8 @@ impl Metrics {
             Box::new(batch_size.clone()),
             Box::new(store_errors.clone()),
             Box::new(in_flight.clone()),
+            Box::new(background.clone()),
+            Box::new(background_capacity.clone()),
             Box::new(overloaded.clone()),
             Box::new(tenant_refusals.clone()),
             Box::new(log_lines_dropped.clone()),
@@ -144,6 +159,8 @@ impl Metrics {
             batch_size,
             store_errors,
             in_flight,
+            background,
+            background_capacity,
             overloaded,
             tenant_refusals,
             log_lines_dropped,
@@ -209,6 +226,17 @@ impl Metrics {
     /// exposition. Registering a family twice is an error.
     pub fn register(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<(), String> {
         self.registry.register(collector).map_err(|e| e.to_string())
+    }
+
+    /// The background budget as it stands: places in use, and its size.
+    pub fn set_background(&self, in_use: usize, capacity: usize) {
+        self.background.set(in_use as i64);
+        self.background_capacity.set(capacity as i64);
+    }
+
+    /// Every metric family as it stands now (the console's status page reads its totals).
+    pub fn families(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.registry.gather()
     }
 
     /// The Prometheus text exposition of every metric.

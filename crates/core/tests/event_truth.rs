@@ -33,6 +33,9 @@ fn dispatcher(store: Arc<dyn Store>, runs: Arc<AtomicUsize>, config: DispatcherC
                         attempts: 1,
                         started_at_ms: now_ms(),
                         finished_at_ms: None,
+                        key: None,
+                        output: None,
+                        error: None,
                     };
                     journal.report(0, view(StepStatus::Running)).await;
                     tokio::time::sleep(Duration::from_millis(30)).await;

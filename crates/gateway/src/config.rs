@@ -54,6 +54,8 @@ pub struct Config {
     #[serde(default)]
     pub mcp: crate::mcp::McpSection,
     #[serde(default)]
+    pub console: crate::console::ConsoleSection,
+    #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
     pub methods: Vec<MethodConfig>,
@@ -499,6 +501,7 @@ impl Config {
             return Err(invalid("limits.default_timeout_ms must be greater than 0"));
         }
         self.mcp.check().map_err(invalid)?;
+        self.console.check().map_err(invalid)?;
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
         }

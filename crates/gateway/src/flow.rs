@@ -221,20 +221,34 @@ impl Flow {
     ) -> Result<String, RpcError> {
         let index = n as u32;
         let started_at_ms = oncerpc_core::store::now_ms();
+        let key = self.step_key(ctx, step);
         let view = |status, attempts, finished_at_ms| StepView {
             name: step.name.clone(),
             status,
             attempts,
             started_at_ms,
             finished_at_ms,
+            key: key.clone(),
+            output: None,
+            error: None,
         };
         if let Some(journal) = &ctx.journal {
             journal.report(n, view(StepStatus::Running, 0, None)).await;
         }
         let (result, attempts) = self.call_step(ctx, step, input, deadline).await;
         if let Some(journal) = &ctx.journal {
-            let status = if result.is_ok() { StepStatus::Succeeded } else { StepStatus::Failed };
-            journal.report(n, view(status, attempts, Some(oncerpc_core::store::now_ms()))).await;
+            let finished = Some(oncerpc_core::store::now_ms());
+            let shown = match &result {
+                Ok(output) => StepView {
+                    output: Some(output.clone()),
+                    ..view(StepStatus::Succeeded, attempts, finished)
+                },
+                Err(e) => StepView {
+                    error: Some(e.message.to_string()),
+                    ..view(StepStatus::Failed, attempts, finished)
+                },
+            };
+            journal.report(n, shown).await;
         }
         let output = result?;
         if let (Some(journal), false) = (&ctx.journal, last) {
@@ -295,6 +309,12 @@ impl Flow {
         }
     }
 
+    /// The `X-Idempotency-Key` of a keyed execution's requests to `step`.
+    fn step_key(&self, ctx: &Context, step: &StepConfig) -> Option<String> {
+        let key = ctx.idempotency_key.as_ref()?;
+        Some(upstream_key(&ctx.tenant, &self.name, key, &step.name))
+    }
+
     /// One attempt of a step: its JSON output, or its failure and whether another attempt
     /// may cure it.
     async fn attempt(
@@ -312,8 +332,19 @@ impl Flow {
             .header("content-type", "application/json")
             .header("x-correlation-id", &*ctx.correlation_id)
             .body(input);
-        if let Some(key) = &ctx.idempotency_key {
-            req = req.header("x-idempotency-key", upstream_key(&ctx.tenant, &self.name, key, &step.name));
+        if let Some(key) = self.step_key(ctx, step) {
+            req = req.header("x-idempotency-key", key);
+        }
+        // W3C Trace Context: the step request is a span of the gateway's own, a child of the
+        // caller's; its id is logged so the upstream's parent id leads back here.
+        if let Some(trace) = &ctx.trace {
+            let (traceparent, span_id) = trace.child();
+            // The request's span carries the trace id.
+            tracing::debug!(step = %step.name, span_id = %span_id, "upstream step request");
+            req = req.header("traceparent", traceparent);
+            if let Some(state) = &trace.state {
+                req = req.header("tracestate", state);
+            }
         }
         let mut resp = req.send().await.map_err(|e| {
             let tls = crate::upstream::tls_reason(&e);

@@ -6,6 +6,7 @@
 
 pub mod bounds;
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod flow;
 mod limits;
@@ -155,6 +156,7 @@ impl App {
                 mcp_session_secret: cfg.mcp.session_secret.clone(),
                 mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
                 mcp_external: self.external.clone(),
+                console: cfg.console.http(cfg.mode, cfg.tls.is_some()),
             },
         )
     }

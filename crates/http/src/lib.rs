@@ -6,7 +6,8 @@
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
 //! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
-//! * `GET /healthz`, `GET /openrpc.json`, `GET /metrics`.
+//! * `GET /healthz` (module `health`), `GET /openrpc.json`, `GET /metrics` (module `ops`).
+//! * `/console` — the operator console ([`console`]), when enabled.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
 //! * `limits.max_in_flight`: past it, `503` (`-32007`).
@@ -57,11 +58,13 @@
 //! ```
 
 pub mod auth;
+pub mod console;
 mod cors;
 mod flows;
 mod health;
 mod mcp;
 mod meta;
+mod ops;
 mod rpc;
 pub(crate) use meta::request_meta;
 mod sse;
@@ -75,7 +78,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -131,6 +133,8 @@ pub struct HttpConfig {
     /// Other MCP servers' tools offered on `/mcp` (`[[mcp.upstreams]]`), and their state for
     /// `/healthz`.
     pub mcp_external: oncerpc_mcp::External,
+    /// The operator console at `/console` (`[console]`); `None`: off.
+    pub console: Option<console::ConsoleConfig>,
 }
 
 impl Default for HttpConfig {
@@ -147,6 +151,7 @@ impl Default for HttpConfig {
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
             mcp_external: oncerpc_mcp::External::default(),
+            console: None,
         }
     }
 }
@@ -168,6 +173,8 @@ pub(crate) struct AppState {
     event_api: prometheus::IntCounterVec,
     /// `/mcp`, when enabled.
     mcp: Option<mcp::McpDoor>,
+    /// `/console`, when enabled.
+    console: Option<console::Console>,
 }
 
 /// The router with every route of the front door.
@@ -205,7 +212,10 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         door.server.metrics().register(&door_metrics);
         let _ = door_metrics.register(Box::new(door.sessions.active_gauge()));
     }
+    let console = config.console.clone().map(|c| console::Console::new(c, &door_metrics));
+    let console_routes = console.is_some().then(console::routes);
     let state = Arc::new(AppState {
+        console,
         mcp,
         dispatcher,
         config,
@@ -229,9 +239,13 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
         .route("/healthz", get(health::healthz))
-        .route("/openrpc.json", get(openrpc))
-        .route("/metrics", get(metrics))
-        .with_state(state);
+        .route("/openrpc.json", get(ops::openrpc))
+        .route("/metrics", get(ops::metrics));
+    let router = match console_routes {
+        Some(routes) => router.merge(routes),
+        None => router,
+    };
+    let router = router.with_state(state);
     match cors {
         Some(cors) => router.layer(cors),
         None => router,
@@ -490,22 +504,6 @@ pub(crate) fn idempotency_headers(resp: &mut Response, info: Option<&oncerpc_cor
 /// `Retry-After` is whole seconds: rounded up, at least 1.
 pub(crate) fn retry_after_secs(wait: Duration) -> u64 {
     (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
-}
-
-async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
-    json_response(StatusCode::OK, st.dispatcher.openrpc().get().as_bytes().to_vec(), None)
-}
-
-async fn metrics(State(st): State<Arc<AppState>>) -> Response {
-    let mut text = st.dispatcher.metrics().render();
-    let mut door = Vec::new();
-    let _ =
-        prometheus::Encoder::encode(&prometheus::TextEncoder::new(), &st.door_metrics.gather(), &mut door);
-    text.push_str(&String::from_utf8_lossy(&door));
-    let mut resp = (StatusCode::OK, text).into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
-    resp
 }
 
 /// Connection-level limits of [`serve`] (SPEC §12).

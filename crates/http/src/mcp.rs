@@ -114,6 +114,7 @@ pub(crate) async fn post(
     };
     session.key_header = request.idempotency_key;
     session.key_headers = request.key_headers;
+    session.trace = request.trace;
     let state = st.clone();
     let level = session.log_level.clone();
     let answering = |outbox| async move {

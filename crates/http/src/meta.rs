@@ -1,5 +1,6 @@
 //! What the request's headers say about it, for the dispatcher: the idempotency key
-//! (`X-Idempotency-Key` / `Idempotency-Key`), force retry, the correlation id, and the values
+//! (`X-Idempotency-Key` / `Idempotency-Key`), force retry, the correlation id, the W3C trace
+//! context (`traceparent`, `tracestate`), and the values
 //! of the headers a method's `key_header` names. Every door that takes HTTP reads them here.
 
 use std::sync::Arc;
@@ -46,6 +47,11 @@ pub(crate) fn request_meta(
             Ok(v) if v.eq_ignore_ascii_case("false") => false,
             _ => return Err(RpcError::invalid_params("invalid X-Force-Retry header: use true or false")),
         };
+    }
+    // W3C Trace Context: a malformed `traceparent` is ignored (the request starts no trace).
+    if let Some(tp) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+        let state = headers.get("tracestate").and_then(|v| v.to_str().ok());
+        meta.trace = oncerpc_core::TraceContext::parse(tp, state);
     }
     meta.correlation_id = headers
         .get(CORRELATION_HEADER)

@@ -197,6 +197,11 @@ pub(crate) struct CallMeta<'a> {
     pub client_capabilities: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/logLevel", borrow)]
     pub log_level: Option<&'a RawValue>,
+    /// W3C Trace Context, where the transport has no headers (stdio) or to override them.
+    #[serde(borrow)]
+    traceparent: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tracestate: Option<&'a RawValue>,
 }
 
 pub(crate) fn starts_with(raw: &RawValue, c: char) -> bool {
@@ -285,8 +290,15 @@ fn prepare_read<'t>(
         .then(crate::notify::RelatedTask::default);
     let progress =
         crate::notify::progress(outbox, token, session.log_level.as_deref(), &name, related.clone());
+    // A string that is not a valid `traceparent` is ignored, like a malformed header.
+    let text = |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
+    let trace = match meta.and_then(|m| text(m.traceparent)) {
+        Some(tp) => oncerpc_core::TraceContext::parse(&tp, text(meta.and_then(|m| m.tracestate)).as_deref()),
+        None => session.trace.clone(),
+    };
     let meta = RequestMeta {
         tenant: session.tenant.clone(),
+        trace,
         idempotency_key: key,
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),

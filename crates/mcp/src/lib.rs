@@ -99,6 +99,9 @@ pub struct Session {
     /// The request headers a method's `key_header` names (HTTP), for methods that take their
     /// key from one.
     pub key_headers: Vec<(Arc<str>, Arc<str>)>,
+    /// The W3C trace context the transport carried (HTTP: `traceparent`/`tracestate`), used
+    /// by a call whose `_meta` has none.
+    pub trace: Option<oncerpc_core::TraceContext>,
 }
 
 impl Session {
@@ -110,6 +113,7 @@ impl Session {
             id: None,
             key_header: None,
             key_headers: Vec::new(),
+            trace: None,
         }
     }
 }

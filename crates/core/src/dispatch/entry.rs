@@ -54,7 +54,12 @@ impl Dispatcher {
         // The method is looked up once, here, for the span and for `run_request`.
         let method = self.registry.get(&req.method);
         let span = if local.is_some() {
-            tracing::debug_span!("rpc", correlation_id = %cid, method = %crate::LogSafe(&req.method))
+            tracing::debug_span!(
+                "rpc",
+                correlation_id = %cid,
+                method = %crate::LogSafe(&req.method),
+                trace_id = meta.trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
+            )
         } else {
             tracing::Span::none()
         };
@@ -150,7 +155,7 @@ impl Dispatcher {
         };
         match keyed {
             None if method.spec.kind == Kind::Command => {
-                let span = execution_span(&ctx.correlation_id);
+                let span = execution_span(&ctx.correlation_id, ctx.trace.as_ref());
                 (run_handler(method, ctx, params, started).instrument(span).await, None)
             }
             None => (run_handler(method, ctx, params, started).await, None),
@@ -164,7 +169,13 @@ impl Dispatcher {
 /// The span of an execution that runs (a command's handler, its claim and record): every line
 /// logged while it runs, in its spawned tasks too, carries the correlation id. Inside a span
 /// already (a batch entry's, the flows door's), that one serves and none is opened.
-pub(super) fn execution_span(cid: &str) -> tracing::Span {
+pub(super) fn execution_span(cid: &str, trace: Option<&crate::TraceContext>) -> tracing::Span {
     let current = tracing::Span::current();
-    if current.is_disabled() { tracing::info_span!("rpc", correlation_id = %cid) } else { current }
+    if !current.is_disabled() {
+        return current;
+    }
+    match trace {
+        None => tracing::info_span!("rpc", correlation_id = %cid),
+        Some(t) => tracing::info_span!("rpc", correlation_id = %cid, trace_id = %t.trace_id),
+    }
 }

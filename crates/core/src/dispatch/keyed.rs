@@ -129,7 +129,7 @@ impl Dispatcher {
         // The task answers through `reply` as soon as it can (after the first write of the
         // outcome), and goes on storing it if that write failed.
         let (reply, answered) = tokio::sync::oneshot::channel();
-        let span = super::entry::execution_span(&ctx.correlation_id);
+        let span = super::entry::execution_span(&ctx.correlation_id, ctx.trace.as_ref());
         self.exec.spawn(
             async move {
                 // Held until the outcome is stored, not only until the client is answered.

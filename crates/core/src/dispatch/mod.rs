@@ -98,6 +98,9 @@ pub struct RequestMeta {
     /// Where the handler reports its steps while it runs (the MCP door's progress and log
     /// notifications); `None`: nobody listens.
     pub progress: Option<crate::Progress>,
+    /// The caller's W3C trace context (`traceparent`/`tracestate`, or MCP's `_meta`), handed
+    /// on to upstream steps and written on the request's log lines.
+    pub trace: Option<crate::TraceContext>,
 }
 
 impl Default for RequestMeta {
@@ -111,6 +114,7 @@ impl Default for RequestMeta {
             key_headers: Vec::new(),
             signature_verified: false,
             progress: None,
+            trace: None,
         }
     }
 }
@@ -201,6 +205,12 @@ impl Dispatcher {
         // on its one access line.
         let (outcome, info) = self.execute_observed(m, params, cid.clone(), meta, None, started).await;
         (outcome, info, cid)
+    }
+
+    /// Background executions (keyed commands, async events) running now, and
+    /// `limits.max_background`.
+    pub fn background(&self) -> (usize, usize) {
+        self.exec.background_usage()
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

@@ -77,6 +77,11 @@ impl Dispatcher {
             method = %crate::LogSafe(requested),
             kind = %kind,
             tenant = %meta.tenant,
+            trace_id = meta
+                .trace
+                .as_ref()
+                .filter(|_| tracing::Span::current().is_disabled())
+                .map(|t| tracing::field::display(&t.trace_id)),
             idempotency_status = idempotency.map(|i| tracing::field::display(i.status.as_str())),
             duration_us,
             outcome = %if code.is_none() { "ok" } else { "error" },

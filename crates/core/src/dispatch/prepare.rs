@@ -63,6 +63,7 @@ impl Dispatcher {
             return_step: meta.return_step.clone(),
             journal: None,
             progress: meta.progress.clone(),
+            trace: meta.trace.clone(),
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {

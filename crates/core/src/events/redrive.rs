@@ -56,6 +56,7 @@ impl Dispatcher {
             started,
             created_at_ms: Some(event.created_at_ms),
             progress: None,
+            trace: None,
         };
         tracing::info!(event_id = %id, correlation_id = %sub.cid, "re-driving a failed event");
         // As in `submit`: the budget place first, then the claim in a task of its own, so a

@@ -22,6 +22,9 @@ pub struct Call {
     pub body: Value,
     pub idempotency_key: Option<String>,
     pub correlation_id: Option<String>,
+    /// W3C Trace Context headers.
+    pub traceparent: Option<String>,
+    pub tracestate: Option<String>,
     /// When the call arrived.
     pub at: std::time::Instant,
 }
@@ -164,6 +167,8 @@ async fn step(
             body: input.clone(),
             idempotency_key: header("x-idempotency-key"),
             correlation_id: header("x-correlation-id"),
+            traceparent: header("traceparent"),
+            tracestate: header("tracestate"),
             at: std::time::Instant::now(),
         });
         calls.iter().filter(|c| c.step == step).count()

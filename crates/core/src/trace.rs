@@ -1,0 +1,116 @@
+//! W3C Trace Context (`traceparent`, `tracestate`): what a caller says about the trace its
+//! request belongs to, read once at the door, carried with the request, and handed on to
+//! every upstream step request as the parent of a span of the gateway's own.
+
+/// A caller's trace context, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    /// 32 lowercase hex digits, not all zero.
+    pub trace_id: String,
+    /// The caller's span: 16 lowercase hex digits, not all zero.
+    pub parent_id: String,
+    /// The trace flags (bit 0: sampled).
+    pub flags: u8,
+    /// `tracestate`, passed on as it came (at most [`MAX_TRACESTATE`] bytes, else dropped).
+    pub state: Option<String>,
+}
+
+/// The longest `tracestate` passed on (the W3C limit of 32 members fits well inside).
+pub const MAX_TRACESTATE: usize = 512;
+
+fn lower_hex(s: &str, len: usize) -> bool {
+    s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl TraceContext {
+    /// Read `traceparent` (version `00`, or a later version's first four fields) and
+    /// `tracestate`; `None` for a missing or malformed `traceparent` (the request then starts
+    /// no trace of its own: an invalid header is ignored, as the W3C rules ask).
+    pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
+        let mut parts = traceparent.trim().split('-');
+        let (version, trace_id, parent_id, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if !lower_hex(version, 2) || version == "ff" || (version == "00" && parts.next().is_some()) {
+            return None;
+        }
+        let zero = |s: &str| s.bytes().all(|b| b == b'0');
+        if !lower_hex(trace_id, 32) || zero(trace_id) || !lower_hex(parent_id, 16) || zero(parent_id) {
+            return None;
+        }
+        if !lower_hex(flags, 2) {
+            return None;
+        }
+        let state = tracestate
+            .map(str::trim)
+            .filter(|s| {
+                !s.is_empty() && s.len() <= MAX_TRACESTATE && s.bytes().all(|b| (0x20..0x7f).contains(&b))
+            })
+            .map(str::to_owned);
+        Some(TraceContext {
+            trace_id: trace_id.to_owned(),
+            parent_id: parent_id.to_owned(),
+            flags: u8::from_str_radix(flags, 16).ok()?,
+            state,
+        })
+    }
+
+    /// A `traceparent` for a request the gateway makes within this trace, with a fresh span
+    /// id of its own (returned too, for the log).
+    pub fn child(&self) -> (String, String) {
+        let span_id = new_span_id();
+        (format!("00-{}-{span_id}-{:02x}", self.trace_id, self.flags), span_id)
+    }
+}
+
+/// 16 random lowercase hex digits, never all zero.
+pub fn new_span_id() -> String {
+    loop {
+        let n = uuid::Uuid::new_v4().as_u128() as u64;
+        if n != 0 {
+            return format!("{n:016x}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_valid_traceparent_is_read_and_its_child_keeps_the_trace() {
+        let t = TraceContext::parse(TP, Some("rojo=00f067aa0ba902b7")).unwrap();
+        assert_eq!(t.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(t.parent_id, "00f067aa0ba902b7");
+        assert_eq!(t.flags, 1);
+        assert_eq!(t.state.as_deref(), Some("rojo=00f067aa0ba902b7"));
+        let (child, span) = t.child();
+        assert_eq!(child, format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{span}-01"));
+        assert!(lower_hex(&span, 16) && span != t.parent_id);
+    }
+
+    #[test]
+    fn malformed_traceparents_are_ignored() {
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+        ] {
+            assert_eq!(TraceContext::parse(bad, None), None, "{bad}");
+        }
+        // A later version may carry more fields; its first four are read.
+        assert!(
+            TraceContext::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", None).is_some()
+        );
+        // An oversized or binary tracestate is dropped, the traceparent kept.
+        let big = "a=".to_owned() + &"b".repeat(MAX_TRACESTATE);
+        assert_eq!(TraceContext::parse(TP, Some(&big)).unwrap().state, None);
+    }
+}
