@@ -1,14 +1,14 @@
-//! The operator console at `/console` (SPEC §18): server-rendered pages (maud), tenant-scoped
+//! The operator console at `/console` (SPEC §20): server-rendered pages (maud), tenant-scoped
 //! behind an API-key login, shipped inside the binary with its one script (htmx, vendored) and
 //! its stylesheet.
 //!
-//! * `GET /console/login`, `POST /console/login`, `POST /console/logout` ([`session`]);
+//! * `GET /console/login`, `POST /console/login`, `POST /console/logout` (`session.rs`);
 //! * `GET /console/events` (filters, cursor paging) and `GET /console/counts` (live counts per
-//!   status) — [`events`];
+//!   status) — `events.rs`;
 //! * `GET /console/events/{id}` (params, result, steps, timeline), `GET …/live` (the part that
-//!   changes while it runs), `POST …/redrive` (re-drive a failed event) — [`event`];
+//!   changes while it runs), `POST …/redrive` (re-drive a failed event) — `event.rs`;
 //! * `GET /console/status` — store health, in-flight, background queue, rates, top errors
-//!   ([`status`]).
+//!   (`status.rs`).
 //!
 //! Every state-changing form (`POST`) carries a CSRF token bound to the session (the login
 //! form one bound to a pre-login cookie); a `POST` without it is `403`. The session cookie is
