@@ -180,8 +180,11 @@ if ! command -v pg_isready >/dev/null || ! pg_ready; then
 fi
 if command -v psql >/dev/null && pg_ready \
    && psql -h 127.0.0.1 -U postgres -d postgres -tAc 'SELECT 1' >/dev/null 2>&1; then
-  psql -h 127.0.0.1 -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname = 'test'" | grep -q 1 \
-    || psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test'
+  # A fresh database for every run: replicas resume the pending events of the methods they
+  # serve, so an event an earlier run left pending (a test killed mid-flow) would be run again
+  # by this run's replicas against their own upstreams.
+  psql -h 127.0.0.1 -U postgres -d postgres -qc 'DROP DATABASE IF EXISTS test WITH (FORCE)' >/dev/null
+  psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test'
   export ONCERPC_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/test"
 else
   need "PostgreSQL on 127.0.0.1:5432 (trust auth)"

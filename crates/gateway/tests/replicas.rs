@@ -10,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::process::{Gateway, TempDir, replica_config, sync_flow, unique};
+use common::process::{Gateway, TempDir, replica_config_serving, sync_flow_to, unique};
 use common::proxy::{Proxy, via};
 use common::upstream::Upstream;
 use common::{TestServer, test_config};
@@ -28,15 +28,16 @@ async fn three_hundred_identical_commands_across_three_replicas(store_url: Strin
     let up = Upstream::start().await;
     up.set_delay(300, &[]);
     let dir = TempDir::new("replicas");
-    let config = replica_config(&dir, &store_url, &up, 10_000, 5_000);
+    let method = unique("orders");
+    let config = replica_config_serving(&dir, &store_url, &up, 10_000, 5_000, &method);
     let replicas: Arc<Vec<Gateway>> =
         Arc::new((0..3).map(|_| Gateway::start(&["--config", &config])).collect());
     let client = common::http_client();
     let key = unique("pay");
     let mut tasks = Vec::new();
     for i in 0..300 {
-        let (client, replicas, key) = (client.clone(), replicas.clone(), key.clone());
-        tasks.push(tokio::spawn(async move { sync_flow(&client, &replicas[i % 3], &key).await }));
+        let (client, replicas, key, method) = (client.clone(), replicas.clone(), key.clone(), method.clone());
+        tasks.push(tokio::spawn(async move { sync_flow_to(&client, &replicas[i % 3], &method, &key).await }));
     }
     let mut statuses = std::collections::HashMap::<String, usize>::new();
     for t in tasks {
@@ -54,7 +55,7 @@ async fn three_hundred_identical_commands_across_three_replicas(store_url: Strin
     assert_eq!(up.count("charge"), 1, "exactly one upstream execution across the replicas");
     // Every replica now answers the stored outcome.
     for gw in replicas.iter() {
-        assert_eq!(sync_flow(&client, gw, &key).await.1.as_deref(), Some("duplicate"));
+        assert_eq!(sync_flow_to(&client, gw, &method, &key).await.1.as_deref(), Some("duplicate"));
     }
     assert_eq!(up.count("charge"), 1);
 }
@@ -84,13 +85,15 @@ async fn another_replica_takes_over_after_kill_9(store_url: String) {
     let up = Upstream::start().await;
     up.set_delay(700, &[]);
     let dir = TempDir::new("replicas-kill");
-    let config = replica_config(&dir, &store_url, &up, 2_000, 1_000);
+    let method = unique("orders");
+    let config = replica_config_serving(&dir, &store_url, &up, 2_000, 1_000, &method);
     let mut a = Gateway::start(&["--config", &config]);
     let b = Gateway::start(&["--config", &config]);
     let client = common::http_client();
     let key = unique("kill");
     let first = {
-        let (client, url, key) = (client.clone(), a.url("/v2/flows/orders.create?sync=true"), key.clone());
+        let (client, url, key) =
+            (client.clone(), a.url(&format!("/v2/flows/{method}?sync=true")), key.clone());
         tokio::spawn(async move {
             client.post(url).header("X-Idempotency-Key", key).body(r#"{"amount":42}"#).send().await
         })
@@ -109,7 +112,7 @@ async fn another_replica_takes_over_after_kill_9(store_url: String) {
     let mut new = 0;
     let mut saw_processing = false;
     for _ in 0..200 {
-        let (status, idem, body) = sync_flow(&client, &b, &key).await;
+        let (status, idem, body) = sync_flow_to(&client, &b, &method, &key).await;
         assert_eq!(status, 200, "{body}");
         match idem.as_deref() {
             Some("processing") => saw_processing = true,
@@ -206,12 +209,13 @@ async fn an_async_event_accepted_by_one_replica_is_finished_by_another() {
         let up = Upstream::start().await;
         up.set_delay(600, &[]);
         let dir = TempDir::new("replicas-events");
-        let config = replica_config(&dir, &url, &up, 2_000, 1_000);
+        let method = unique("orders");
+        let config = replica_config_serving(&dir, &url, &up, 2_000, 1_000, &method);
         let mut a = Gateway::start(&["--config", &config]);
         let b = Gateway::start(&["--config", &config]);
         let client = common::http_client();
         let resp = client
-            .post(a.url("/v2/flows/orders.create"))
+            .post(a.url(&format!("/v2/flows/{method}")))
             .header("X-Idempotency-Key", unique("evt"))
             .body(r#"{"amount":7}"#)
             .send()

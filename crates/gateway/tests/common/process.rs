@@ -258,8 +258,18 @@ pub async fn post(client: &reqwest::Client, gw_url: &str, body: &str) -> (u16, O
 /// A sync flow call of `orders.create` with `{"amount":42}` under `key`:
 /// (status, x-idempotency-status, body).
 pub async fn sync_flow(client: &reqwest::Client, gw: &Gateway, key: &str) -> (u16, Option<String>, String) {
+    sync_flow_to(client, gw, "orders.create", key).await
+}
+
+/// [`sync_flow`] of the flow `method`.
+pub async fn sync_flow_to(
+    client: &reqwest::Client,
+    gw: &Gateway,
+    method: &str,
+    key: &str,
+) -> (u16, Option<String>, String) {
     let resp = client
-        .post(gw.url("/v2/flows/orders.create?sync=true"))
+        .post(gw.url(&format!("/v2/flows/{method}?sync=true")))
         .header("X-Idempotency-Key", key)
         .body(r#"{"amount":42}"#)
         .send()
@@ -276,13 +286,29 @@ pub fn unique(tag: &str) -> String {
     format!("{tag}-{}-{nanos}", std::process::id())
 }
 
-/// A config file for a replica: the shared store, one flow with one step on `up`.
+/// A config file for a replica: the shared store, one flow (`orders.create`) with one step on
+/// `up`.
 pub fn replica_config(
     dir: &TempDir,
     store_url: &str,
     up: &super::upstream::Upstream,
     lease_ms: u64,
     timeout_ms: u64,
+) -> String {
+    replica_config_serving(dir, store_url, up, lease_ms, timeout_ms, "orders.create")
+}
+
+/// [`replica_config`] whose flow is named `method`. Replicas resume every pending event of a
+/// method they serve on their store, so tests that run at the same time on one shared store
+/// (or after an earlier run left an event pending there) each serve a method of their own:
+/// otherwise one test's replicas would run another's event against their own upstream.
+pub fn replica_config_serving(
+    dir: &TempDir,
+    store_url: &str,
+    up: &super::upstream::Upstream,
+    lease_ms: u64,
+    timeout_ms: u64,
+    method: &str,
 ) -> String {
     let path = dir.file("replica.toml");
     std::fs::write(
@@ -296,7 +322,7 @@ resume_interval_ms = 200
 redis_prefix = "{prefix}"
 
 [[methods]]
-name = "orders.create"
+name = "{method}"
 kind = "command"
 timeout_ms = {timeout_ms}
 
