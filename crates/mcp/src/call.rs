@@ -124,18 +124,24 @@ pub(crate) struct Prepared<'t> {
     pub related: Option<crate::notify::RelatedTask>,
 }
 
-/// The members of `tools/call` params this door reads, as raw JSON: one pass over the
-/// params, and the arguments passed on byte for byte (no tree built and printed again).
-#[derive(serde::Deserialize)]
-struct RawCallParams<'a> {
+/// The members of a request's params this door reads, as raw JSON: one pass over the params
+/// (the rest skipped), and the arguments passed on byte for byte (no tree built and printed
+/// again). `tools/call` reads the first four; the stateless revision also checks `taskId`
+/// (`tasks/*`) and `uri` (`resources/read`) against the `Mcp-Name` header.
+#[derive(serde::Deserialize, Default)]
+pub(crate) struct RawParams<'a> {
     #[serde(borrow)]
-    name: Option<&'a RawValue>,
+    pub name: Option<&'a RawValue>,
     #[serde(borrow)]
-    arguments: Option<&'a RawValue>,
+    pub arguments: Option<&'a RawValue>,
     #[serde(rename = "_meta", borrow)]
-    meta: Option<&'a RawValue>,
+    pub meta: Option<&'a RawValue>,
     #[serde(borrow)]
-    task: Option<&'a RawValue>,
+    pub task: Option<&'a RawValue>,
+    #[serde(rename = "taskId", borrow)]
+    pub task_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub uri: Option<&'a RawValue>,
 }
 
 /// A `tools/call`'s params, read: its name and arguments as sent, its `_meta` read once.
@@ -155,7 +161,7 @@ impl<'a> CallParams<'a> {
         match req.params {
             None => Ok(CallParams::default()),
             Some(raw) if starts_with(raw, '{') => {
-                let p: RawCallParams<'a> = serde_json::from_str(raw.get())
+                let p: RawParams<'a> = serde_json::from_str(raw.get())
                     .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
                 Ok(CallParams { task: p.task, ..CallParams::new(p.name, p.arguments, p.meta)? })
             }

@@ -374,22 +374,6 @@ impl McpServer {
     }
 }
 
-/// The members of a stateless request's params this door reads, as raw JSON (one pass; the
-/// rest skipped).
-#[derive(serde::Deserialize, Default)]
-struct Members<'a> {
-    #[serde(borrow)]
-    name: Option<&'a RawValue>,
-    #[serde(borrow)]
-    arguments: Option<&'a RawValue>,
-    #[serde(rename = "_meta", borrow)]
-    meta: Option<&'a RawValue>,
-    #[serde(rename = "taskId", borrow)]
-    task_id: Option<&'a RawValue>,
-    #[serde(borrow)]
-    uri: Option<&'a RawValue>,
-}
-
 /// A stateless request's params, checked: the members a call reads (`_meta` read once),
 /// and the params as sent for the methods that read more.
 pub(crate) struct Checked<'a> {
@@ -433,8 +417,8 @@ fn checked<'a>(req: &Request<'a>, headers: Option<&RequestHeaders<'_>>) -> Resul
         let e = RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
         Refused::new(Refusal::Meta, e)
     };
-    let members: Members<'a> = match req.params {
-        None => Members::default(),
+    let members: call::RawParams<'a> = match req.params {
+        None => call::RawParams::default(),
         Some(raw) if call::starts_with(raw, '{') => {
             serde_json::from_str(raw.get()).map_err(|_| not_object())?
         }
