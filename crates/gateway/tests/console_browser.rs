@@ -151,10 +151,21 @@ async fn post_from_page(b: &Client, path: &str, body: &str) -> u64 {
     status.as_u64().unwrap_or_else(|| panic!("fetch failed: {status}"))
 }
 
+/// Submit the login form and wait (bounded) for the answer page: a click does not wait for the
+/// navigation it starts, so the old form is watched until it is gone from the document.
 async fn log_in(b: &Client, s: &TestServer, key: &str) {
     b.goto(&s.url("/console/login")).await.unwrap();
+    let form = b.find(Locator::Css("form")).await.unwrap();
     b.find(Locator::Css("#api_key")).await.unwrap().send_keys(key).await.unwrap();
     b.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    for _ in 0..300 {
+        if form.tag_name().await.is_err() {
+            b.wait().for_element(Locator::Css("body")).await.expect("the answer page loaded");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the login form was never answered; page: {}", b.source().await.unwrap_or_default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
