@@ -9,7 +9,11 @@ use std::sync::Arc;
 
 use oncerpc_protocol::{ErrorCode, RpcError};
 
-use crate::dispatch::RESERVED_PARAMS;
+/// Members of `params` that belong to oncerpc, not to the method (SPEC §3): the key, force
+/// retry, and `_meta` (a request's metadata, such as its W3C trace context: it differs
+/// between attempts of the same call, so it is no part of what the call asks for). They are
+/// left out of the fingerprint, the schema's view and a flow's step input.
+pub const RESERVED_PARAMS: [&str; 3] = ["idempotency_key", "force_retry", "_meta"];
 
 /// Integers with at most this many digits (significant digits plus trailing zeros) are
 /// written out as plain integers in the canonical form.
@@ -120,6 +124,8 @@ pub(crate) struct Walked {
 enum Reserved {
     Key,
     ForceRetry,
+    /// Left out, unread.
+    Meta,
 }
 
 struct Member<'a> {
@@ -321,6 +327,7 @@ impl<'a> Walker<'a> {
             _ if !*root => None,
             n if n == RESERVED_PARAMS[0] => Some(Reserved::Key),
             n if n == RESERVED_PARAMS[1] => Some(Reserved::ForceRetry),
+            n if n == RESERVED_PARAMS[2] => Some(Reserved::Meta),
             _ => None,
         };
         members.push(Member { name, value: at..at, reserved });
@@ -373,6 +380,7 @@ impl<'a> Walker<'a> {
                 b"false" => self.force_retry = false,
                 _ => return Err(WalkError::ForceRetryNotBool),
             },
+            Reserved::Meta => {}
         }
         let start = m.value.start;
         m.value.end = start;

@@ -9,8 +9,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use crate::canonical::without_members;
-use crate::canonical::{WalkError, Walker};
-use crate::dispatch::RESERVED_PARAMS;
+use crate::canonical::{RESERVED_PARAMS, WalkError, Walker};
 
 /// `dev`: a command without key runs without deduplication. `production`: it is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -197,6 +196,11 @@ mod tests {
         assert_eq!(pb.key, None);
         assert_ne!(fp(r#"{"a":2,"b":{"x":[1,2],"y":2}}"#), pa.fingerprint);
         assert_eq!(fp(r#"{"a":1,"b":{"x":[1,2],"y":2}}"#), pa.fingerprint, "no reserved members at all");
+        // `_meta` (a trace context differs between attempts) is no part of the call.
+        let traced = r#"{"a":1,"_meta":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},"b":{"x":[1,2],"y":2}}"#;
+        assert_eq!(fp(traced), pa.fingerprint);
+        assert_eq!(fp(r#"{"_meta":7,"a":1,"b":{"x":[1,2],"y":2}}"#), pa.fingerprint, "whatever its value");
+        assert_ne!(fp(r#"{"a":1,"b":{"_meta":1,"x":[1,2],"y":2}}"#), pa.fingerprint, "top level only");
     }
 
     #[test]

@@ -72,8 +72,58 @@ pub fn new_span_id() -> String {
     }
 }
 
+/// The trace context a request carries in `params._meta` (`traceparent`, `tracestate`): for
+/// a door whose protocol has no headers (`oncerpc stdio`), and `/rpc` when the request brought
+/// no `traceparent` header (a header wins). Anything else — no `_meta`, not an object, a
+/// `traceparent` that is not a valid string — is no trace, as a malformed header is ignored.
+/// `_meta` is a reserved member of params: no part of the fingerprint.
+pub fn from_params(params: Option<&serde_json::value::RawValue>) -> Option<TraceContext> {
+    let text = params?.get();
+    // Most requests have no `_meta`: a scan of their text, not a parse.
+    if !text.contains("\"_meta\"") {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow)]
+        meta: Option<Meta<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow)]
+        traceparent: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        tracestate: Option<std::borrow::Cow<'a, str>>,
+    }
+    let meta = serde_json::from_str::<Params<'_>>(text).ok()?.meta?;
+    TraceContext::parse(&meta.traceparent?, meta.tracestate.as_deref())
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_trace_context_is_read_from_params_meta_and_anything_else_is_none() {
+        let raw = |t: &str| serde_json::value::RawValue::from_string(t.to_owned()).unwrap();
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let traced = raw(&format!(r#"{{"sku":"A","_meta":{{"traceparent":"{tp}","tracestate":"v=1"}}}}"#));
+        let t = from_params(Some(&traced)).expect("a trace");
+        assert_eq!(
+            (t.trace_id.as_str(), t.parent_id.as_str(), t.state.as_deref()),
+            ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", Some("v=1"))
+        );
+        for none in [
+            r#"{"sku":"A"}"#.to_owned(),
+            r#"{"_meta":{"traceparent":7}}"#.to_owned(),
+            r#"{"_meta":"x"}"#.to_owned(),
+            r#"{"_meta":{"traceparent":"00-bad-01"}}"#.to_owned(),
+            format!(r#"["_meta",{{"traceparent":"{tp}"}}]"#),
+            format!(r#"{{"a":{{"_meta":{{"traceparent":"{tp}"}}}}}}"#),
+        ] {
+            assert!(from_params(Some(&raw(&none))).is_none(), "{none}");
+        }
+        assert!(from_params(None).is_none());
+    }
     use super::*;
 
     const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";

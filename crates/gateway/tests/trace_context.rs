@@ -2,7 +2,9 @@
 //! `/mcp` (as a header, or in a tool call's `_meta`) reaches every upstream step request as the
 //! parent of a span of the gateway's own, in the same trace; the trace id is on the request's
 //! log lines, and the span id the upstream sees as its parent is on the step's. A malformed
-//! `traceparent` is ignored. The real binary, a real upstream on loopback.
+//! `traceparent` is ignored. Where there are no headers (`oncerpc stdio`), and on `/rpc` when
+//! none came, the trace context is read from `params._meta`, which is no part of the call's
+//! fingerprint. The real binary, a real upstream on loopback.
 
 mod common;
 
@@ -19,7 +21,7 @@ fn traceparent() -> String {
     format!("00-{TRACE_ID}-{PARENT}-01")
 }
 
-fn gateway(dir: &TempDir, up: &Upstream) -> Gateway {
+fn config(dir: &TempDir, up: &Upstream) -> String {
     let toml = format!(
         r#"
 store = {{ url = "memory://" }}
@@ -33,7 +35,11 @@ steps = [{{ name = "reserve", url = "{}" }}, {{ name = "confirm", url = "{}" }}]
     );
     let path = dir.file("oncerpc.toml");
     std::fs::write(&path, toml).unwrap();
-    Gateway::start(&["--config", &path.display().to_string(), "--log-level", "info,oncerpc::flow=debug"])
+    path.display().to_string()
+}
+
+fn gateway(dir: &TempDir, up: &Upstream) -> Gateway {
+    Gateway::start(&["--config", &config(dir, up), "--log-level", "info,oncerpc::flow=debug"])
 }
 
 /// The step calls made since `from`: each one's parent span id, checked to be in the trace.
@@ -140,4 +146,65 @@ async fn traceparent_reaches_every_upstream_step_and_the_logs() {
             "span {span} is not logged in its trace: {log:?}"
         );
     }
+}
+
+/// `oncerpc stdio` has no headers: the trace context comes in `params._meta`, reaches every
+/// step and the access line; a retry under another trace context is the same call (`_meta` is
+/// reserved: no part of the fingerprint). `/rpc` reads it there too when no header came.
+#[tokio::test]
+async fn a_trace_context_in_params_meta_is_read_over_stdio_and_on_rpc() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("trace-stdio");
+    let path = config(&dir, &up);
+    let call = |tp: &str, id: u32| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "orders.create",
+               "params": {"sku": "F", "idempotency_key": "t-7", "_meta": {"traceparent": tp, "tracestate": "vendor=abc"}}})
+        .to_string()
+    };
+    let other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let input = format!("{}\n{}\n", call(&traceparent(), 1), call(other, 2));
+    let out = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+            .args(["stdio", "--config", &path, "--log-level", "info"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("oncerpc stdio");
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let answers: Vec<serde_json::Value> = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert!(answers[0]["result"].is_object(), "{answers:?}");
+    assert_eq!(answers[1]["result"], answers[0]["result"], "the retry under another trace is a duplicate");
+    // Both steps ran once, within the first request's trace.
+    step_parents(&up, 0, Some("vendor=abc"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let access = stderr.lines().filter(|l| l.contains("observe: request ")).collect::<Vec<_>>();
+    assert_eq!(access.len(), 2, "{stderr}");
+    assert!(access[0].contains(&format!("trace_id={TRACE_ID}")), "{stderr}");
+    assert!(access[1].contains("trace_id=0af7651916cd43dd8448eb211c80319c"), "{stderr}");
+
+    // /rpc without a traceparent header: the one in params._meta; with a header: the header's.
+    let gw = gateway(&dir, &up);
+    let http = gw.http();
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "orders.create",
+                      "params": {"sku": "G", "idempotency_key": "t-8", "_meta": {"traceparent": traceparent()}}});
+    let a = http.rpc(body.to_string(), &[]).await;
+    assert!(a.json().get("result").is_some(), "{}", a.body);
+    step_parents(&up, 2, None);
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "orders.create",
+                      "params": {"sku": "H", "idempotency_key": "t-9", "_meta": {"traceparent": other}}});
+    let a = http.rpc(body.to_string(), &[("traceparent", traceparent().as_str())]).await;
+    assert!(a.json().get("result").is_some(), "{}", a.body);
+    step_parents(&up, 4, None);
 }

@@ -45,6 +45,17 @@ impl Dispatcher {
             }
             Entry::Valid(req) => req,
         };
+        // Without a header's trace context, the request's own `params._meta` may carry one
+        // (stdio has no headers; each batch entry may have its own).
+        let traced;
+        let meta = if meta.trace.is_none()
+            && let Some(trace) = crate::trace::from_params(req.params)
+        {
+            traced = RequestMeta { trace: Some(trace), ..meta.clone() };
+            &traced
+        } else {
+            meta
+        };
         // A batch entry's span (at `debug`, like its access line: the batch logs one line)
         // names its method. A single request needs no span here: its access line carries the
         // correlation id itself, and the lines an execution can log (store, lease, upstream)

@@ -142,8 +142,7 @@ fn parse_value(params: Option<&RawValue>) -> Result<serde_json::Value, RpcError>
     }
 }
 
-/// Members of `params` that belong to oncerpc, not to the method (SPEC §3).
-pub const RESERVED_PARAMS: [&str; 2] = ["idempotency_key", "force_retry"];
+pub use crate::canonical::RESERVED_PARAMS;
 
 /// Validate params (reserved members already removed) against the method's JSON Schema.
 fn validate_schema(validator: &jsonschema::Validator, value: &serde_json::Value) -> Result<(), RpcError> {
