@@ -113,7 +113,7 @@ impl Dispatcher {
         tags: Vec<String>,
     ) -> Result<Submitted, RpcError> {
         let started = Instant::now();
-        let m = self.registry.get(method).ok_or_else(RpcError::method_not_found)?.clone();
+        let m = self.method(method).ok_or_else(RpcError::method_not_found)?;
         let cid = meta.correlation_id.clone().unwrap_or_else(generated_id);
         let prepared = self.prepare(&m, m.name.clone(), params, cid.clone(), meta, true)?;
         let keyed = prepared.keyed.expect("async executions are always keyed");
@@ -337,9 +337,13 @@ impl Dispatcher {
                 };
                 let lease = this.lease(&method);
                 let work = run_handler(&method, ctx, params.as_deref(), started);
+                // As for a synchronous call: a method whose transport failures are not
+                // outcomes releases its record on one (the event reads failed; a retry with
+                // the key runs again).
+                let release = method.spec.transport_failures_unrecorded;
                 let (outcome, settled) = this
                     .exec
-                    .run_owned(&event.record, token, &event.fingerprint, lease, false, work, |_, _| {})
+                    .run_owned(&event.record, token, &event.fingerprint, lease, release, work, |_, _| {})
                     .await;
                 this.exec.settle_event(&event.id, token, &outcome, &settled).await;
                 let code = match &outcome {
@@ -392,9 +396,10 @@ impl Dispatcher {
         if self.running_events.lock().map(|r| r.contains(&event.id)).unwrap_or(true) {
             return Ok(false);
         }
-        let Some(method) = self.registry.get(&event.record.method).cloned() else {
-            // Another replica (or deployment) sharing the store serves this method: its
-            // event is not ours to run, nor to fail.
+        let Some(method) = self.method(&event.record.method) else {
+            // Another replica (or deployment) sharing the store serves this method, or it is
+            // an external one not offered yet (its server not connected): its event is not
+            // ours to run now, nor to fail.
             tracing::debug!(event_id = %event.id, method = %crate::LogSafe(&event.record.method), "pending event for a method not served here");
             return Ok(false);
         };

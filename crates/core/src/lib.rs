@@ -65,8 +65,8 @@ pub mod trace;
 pub use budget::Permit;
 pub use derived::KeyOrigin;
 pub use dispatch::{
-    BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, ExternalMethod, IdempotencyInfo,
-    RESERVED_PARAMS, Reply, RequestMeta, generated_id,
+    BatchConfig, DEFAULT_TENANT, Dispatcher, DispatcherConfig, ExternalMethod, ExternalResolver,
+    IdempotencyInfo, RESERVED_PARAMS, Reply, RequestMeta, generated_id,
 };
 pub use events::Submitted;
 pub use execution::lease_margin;
@@ -78,7 +78,7 @@ pub use method::{
 };
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;
-pub use progress::{Progress, StepProgress};
+pub use progress::{Progress, Report, StepProgress, ToolProgress};
 pub use redact::{LOG_MAX_CHARS, LogSafe, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};

@@ -22,18 +22,42 @@ pub struct StepProgress<'a> {
     pub resumed: bool,
 }
 
+/// Progress an external tool's own server reported while it ran the call (an MCP
+/// upstream's `notifications/progress`), passed on as it came.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolProgress<'a> {
+    /// How far it is (increasing; the unit is the server's).
+    pub progress: f64,
+    /// Out of how much, when the server knows.
+    pub total: Option<f64>,
+    /// What it is doing, in the server's words.
+    pub message: Option<&'a str>,
+}
+
+/// One report to a door: a finished step of a flow, or a tool's own progress.
+#[derive(Debug, Clone, Copy)]
+pub enum Report<'a> {
+    Step(StepProgress<'a>),
+    Tool(ToolProgress<'a>),
+}
+
 /// Where a call's progress goes: a callback of the door that started it.
 #[derive(Clone)]
-pub struct Progress(Arc<dyn Fn(&StepProgress<'_>) + Send + Sync>);
+pub struct Progress(Arc<dyn Fn(&Report<'_>) + Send + Sync>);
 
 impl Progress {
-    pub fn new(report: impl Fn(&StepProgress<'_>) + Send + Sync + 'static) -> Progress {
+    pub fn new(report: impl Fn(&Report<'_>) + Send + Sync + 'static) -> Progress {
         Progress(Arc::new(report))
     }
 
     /// Tell the door a step finished.
     pub fn report(&self, step: &StepProgress<'_>) {
-        (self.0)(step)
+        (self.0)(&Report::Step(*step))
+    }
+
+    /// Pass on the progress a tool's own server reported.
+    pub fn forward(&self, progress: &ToolProgress<'_>) {
+        (self.0)(&Report::Tool(*progress))
     }
 }
 

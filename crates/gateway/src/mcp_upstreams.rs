@@ -61,13 +61,18 @@ pub struct UpstreamConfig {
     pub tool_overrides: Vec<ToolOverride>,
 }
 
-/// `[[mcp.upstreams.tool]]`: the kind of one upstream tool, over its `readOnlyHint`.
+/// `[[mcp.upstreams.tool]]`: one upstream tool's settings: its kind, over its `readOnlyHint`,
+/// and a key derived from its arguments for calls that bring none (as `[[methods]]
+/// derive_key`).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolOverride {
     /// The upstream's name of the tool (without the prefix).
     pub name: String,
-    pub kind: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derive_key: Option<crate::mcp::DeriveKey>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -119,6 +124,37 @@ impl UpstreamConfig {
         }
         oncerpc_mcp_upstream::export::allowlist(&self.tools)
             .map_err(|e| format!("mcp.upstreams.{name}.{e}"))?;
+        let mut tools = std::collections::BTreeSet::new();
+        for t in &self.tool_overrides {
+            let tool = &t.name;
+            if !tools.insert(tool) {
+                return Err(format!("mcp.upstreams.{name}.tool: {tool:?} is set twice"));
+            }
+            if t.kind.is_none() && t.derive_key.is_none() {
+                return Err(format!("mcp.upstreams.{name}.tool {tool:?}: set kind, derive_key or both"));
+            }
+            if t.derive_key.is_some() && t.kind == Some(Kind::Query) {
+                return Err(format!(
+                    "mcp.upstreams.{name}.tool {tool:?}.derive_key: only commands have keys"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `derive_key` windows against the store's TTL: a record kept for a shorter time cannot
+    /// tell a duplicate.
+    fn check_windows(&self, ttl_secs: u64) -> Result<(), String> {
+        for t in &self.tool_overrides {
+            if let Some(d) = &t.derive_key
+                && (d.window_secs == 0 || d.window_secs > ttl_secs)
+            {
+                return Err(format!(
+                    "mcp.upstreams.{}.tool {:?}.derive_key.window_secs must be between 1 and store.ttl_secs ({ttl_secs})",
+                    self.name, t.name
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -150,7 +186,14 @@ impl UpstreamConfig {
             method_timeout: self.method_timeout(),
             max_in_flight: self.max_in_flight,
             key_argument: self.key_argument.clone(),
-            kinds: self.tool_overrides.iter().map(|t| (t.name.clone(), t.kind)).collect(),
+            kinds: self.tool_overrides.iter().filter_map(|t| Some((t.name.clone(), t.kind?))).collect(),
+            derive_key: self
+                .tool_overrides
+                .iter()
+                .filter_map(|t| {
+                    Some((t.name.clone(), Duration::from_secs(t.derive_key.as_ref()?.window_secs)))
+                })
+                .collect(),
         }
     }
 }
@@ -178,6 +221,7 @@ pub fn upstreams(
     }
     let lease = Duration::from_millis(config.store.lease_ms);
     for u in configured {
+        u.check_windows(config.store.ttl_secs).map_err(crate::ConfigError::Invalid)?;
         let max = u.method_timeout();
         if lease < max + oncerpc_core::lease_margin(max) {
             return Err(crate::ConfigError::Invalid(format!(
@@ -287,6 +331,37 @@ mod tests {
         assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
         let plain = json!({"content":[{"type":"text","text":"sent"}]});
         assert_eq!(step_output(&plain), r#""sent""#);
+    }
+
+    #[test]
+    fn tool_overrides_set_a_kind_a_derived_key_or_both_and_only_commands_derive() {
+        let upstream = |tools: &str| -> UpstreamConfig {
+            toml::from_str(&format!("name = \"mail\"\nurl = \"http://127.0.0.1:9/mcp\"\n{tools}"))
+                .expect("an upstream")
+        };
+        let derive = "derive_key = { from = \"arguments\", window_secs = 600 }";
+        let ok = upstream(&format!(
+            "[[tool]]\nname = \"send\"\n{derive}\n[[tool]]\nname = \"peek\"\nkind = \"query\""
+        ));
+        ok.check().expect("valid overrides");
+        let spec = ok.spec();
+        assert_eq!(spec.derive_key.get("send"), Some(&Duration::from_secs(600)));
+        assert_eq!((spec.kinds.get("peek"), spec.kinds.get("send")), (Some(&Kind::Query), None));
+        assert!(ok.check_windows(86_400).is_ok());
+        let short = ok.check_windows(60).unwrap_err();
+        assert!(short.contains("mcp.upstreams.mail.tool \"send\".derive_key.window_secs"), "{short}");
+        for (tools, why) in [
+            (format!("[[tool]]\nname = \"peek\"\nkind = \"query\"\n{derive}"), "only commands have keys"),
+            ("[[tool]]\nname = \"send\"".to_owned(), "set kind, derive_key or both"),
+            (
+                "[[tool]]\nname = \"a\"\nkind = \"query\"\n[[tool]]\nname = \"a\"\nkind = \"command\""
+                    .to_owned(),
+                "is set twice",
+            ),
+        ] {
+            let refused = upstream(&tools).check().unwrap_err();
+            assert!(refused.contains(why), "{tools}: {refused}");
+        }
     }
 
     #[test]

@@ -4,11 +4,14 @@
 //! runs nothing again; a `kill -9` mid-flow and a restart resume it from the step journal;
 //! on two replicas sharing Redis or PostgreSQL a task started on one is read and cancelled on
 //! the other; another tenant's task is unknown; bad input is refused and runs nothing.
+//! The same proofs run with the official SDK v2 client and its tasks extension
+//! (`@modelcontextprotocol/client` with `@modelcontextprotocol/ext-tasks`) as the client.
 
 mod common;
 
 use std::time::Duration;
 
+use common::mcp_clients;
 use common::process::{Gateway, TempDir, unique};
 use common::tasks::{self, KEY_A, KEY_B, STEPS, wait_for};
 use common::upstream::Upstream;
@@ -67,6 +70,14 @@ async fn settled(gw: &Gateway, api_key: &str, task: &str) -> Value {
     panic!("the task did not settle: {last}");
 }
 
+/// `tests/clients/mcp_ext_tasks_client.mjs MODE` (the SDK v2 client with ext-tasks) against
+/// `gw` as `api_key`: its summary; `None` when the client is not installed (outside CI).
+async fn ext_tasks(gw: &Gateway, api_key: &str, mode: &str, args: &[&str]) -> Option<Value> {
+    let url = gw.url("/mcp");
+    let argv: Vec<&str> = [mode, url.as_str(), api_key].into_iter().chain(args.iter().copied()).collect();
+    Some(mcp_clients::summary(mcp_clients::typescript_2026_script("mcp_ext_tasks_client.mjs", &argv)?).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_runs_once_per_key_and_is_polled_to_its_inlined_result() {
     let up = Upstream::start().await;
@@ -94,6 +105,7 @@ async fn a_task_runs_once_per_key_and_is_polled_to_its_inlined_result() {
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["resultType"], "complete");
     let result = &done["result"];
+    assert_eq!(result["resultType"], "complete", "the inlined result is the revision's: {result}");
     assert_eq!(result["isError"], false);
     assert_eq!(result["structuredContent"]["step"], "send", "the last step's output: {result}");
     assert_eq!(done["taskId"], id.as_str());
@@ -131,6 +143,38 @@ async fn a_task_runs_once_per_key_and_is_polled_to_its_inlined_result() {
     // A query answers inline, even with the extension.
     let (_, look) = rpc(&gw, KEY_A, "tools/call", json!({ "name": "look", "arguments": {} }), true).await;
     assert_eq!(look["result"]["resultType"], "complete", "{look}");
+}
+
+/// The official client: ext-tasks declares the extension, creates the task, polls `tasks/get`
+/// to the inlined result; the same key gets the same task and nothing runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_v2_client_with_ext_tasks_runs_a_flow_task_once_per_key() {
+    let up = Upstream::start().await;
+    up.set_delay(300, &["pack"]);
+    let dir = TempDir::new("mcp-ext-tasks");
+    let method = unique("ship").replace('-', "_");
+    let gw = Gateway::start(&["--config", &config(&dir, "memory://", &up, &method)]);
+    let Some(seen) = ext_tasks(&gw, KEY_A, "run", &[&method, "ext-1"]).await else { return };
+    assert_eq!(seen["capabilities"]["execution"], true, "ext-tasks found the extension: {seen}");
+    assert_eq!(seen["capabilities"]["cancellation"], true, "{seen}");
+    let first = &seen["first"];
+    assert_eq!(first["kind"], "task", "a command with the extension is a task: {seen}");
+    let id = first["taskId"].as_str().unwrap();
+    assert!(id.starts_with("evt_"), "{seen}");
+    assert_eq!(first["statuses"][0], "working", "polled while it ran: {seen}");
+    assert_eq!(first["outcome"]["status"], "completed", "{seen}");
+    assert_eq!(first["outcome"]["structured"]["step"], "send", "the last step's output: {seen}");
+    assert_eq!(first["outcome"]["is_error"], false);
+    assert_eq!(seen["again"]["taskId"], id, "the same key is the same task");
+    assert_eq!(seen["again"]["outcome"], first["outcome"], "the stored result: {seen}");
+    for step in STEPS {
+        assert_eq!(up.count(step), 1, "{step} ran once: {:?}", up.counts());
+    }
+    // Another tenant, through the same client: the task is unknown.
+    let other = ext_tasks(&gw, KEY_B, "get", &[id]).await.unwrap();
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+    let mine = ext_tasks(&gw, KEY_A, "get", &[id]).await.unwrap();
+    assert_eq!((&mine["taskId"], &mine["status"]), (&json!(id), &json!("completed")), "{mine}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,13 +215,19 @@ async fn a_task_survives_kill_9_and_finishes_without_calling_finished_steps_agai
     let method = unique("ship").replace('-', "_");
     let cfg = config(&dir, &format!("sqlite://{}", dir.file("o.db").display()), &up, &method);
     let mut a = Gateway::start(&["--config", &cfg]);
-    let (_, created) = rpc(&a, KEY_A, "tools/call", call(&method, "crash-1"), true).await;
-    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    // Started by the official client (ext-tasks), which leaves it running.
+    let Some(started) = ext_tasks(&a, KEY_A, "start", &[&method, "crash-1"]).await else { return };
+    assert_eq!(started["kind"], "task", "{started}");
+    let id = started["taskId"].as_str().unwrap().to_owned();
     wait_for(&up, "pack", 1).await;
     a.kill9();
     up.set_delay(0, &[]);
 
     let b = Gateway::start(&["--config", &cfg]);
+    // The client polls the restarted gateway to the outcome; the raw read agrees.
+    let outcome = ext_tasks(&b, KEY_A, "settle", &[&id]).await.unwrap();
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert_eq!(outcome["structured"]["step"], "send", "{outcome}");
     let done = settled(&b, KEY_A, &id).await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["structuredContent"]["step"], "send");
@@ -200,9 +250,28 @@ async fn two_replicas(store_url: &str) {
     let cfg = config(&dir, store_url, &up, &method);
     let a = Gateway::start(&["--config", &cfg]);
     let b = Gateway::start(&["--config", &cfg]);
+    // The official client (ext-tasks) on B, connected before the task exists: it reads the task
+    // and cancels it when told (a process start would take longer than the step in flight).
+    let signals = TempDir::new("mcp-tasks-signals");
+    let dir = signals.file("");
+    let watcher = mcp_clients::typescript_2026_script(
+        "mcp_ext_tasks_client.mjs",
+        &["cancel-when", &b.url("/mcp"), KEY_A, dir.to_str().unwrap()],
+    )
+    .map(|mut cmd| cmd.stdout(std::process::Stdio::piped()).spawn().expect("the SDK client starts"));
+    if watcher.is_some() {
+        for _ in 0..600 {
+            if signals.file("ready").exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(signals.file("ready").exists(), "the SDK client connected");
+    }
 
     let (_, created) = rpc(&a, KEY_A, "tools/call", call(&method, "rep-1"), true).await;
     let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    std::fs::write(signals.file("task"), &id).unwrap();
     let (_, on_b) = rpc(&b, KEY_A, "tasks/get", json!({ "taskId": id }), true).await;
     assert_eq!(on_b["result"]["status"], "working", "{store_url}: {on_b}");
     let (_, retried) = rpc(&b, KEY_A, "tools/call", call(&method, "rep-1"), true).await;
@@ -211,8 +280,25 @@ async fn two_replicas(store_url: &str) {
     assert_eq!(other["error"]["code"], -32602, "{store_url}: another tenant's task is unknown");
 
     wait_for(&up, "pack", 1).await;
-    let (_, ack) = rpc(&b, KEY_A, "tasks/cancel", json!({ "taskId": id }), true).await;
-    assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{store_url}: {ack}");
+    // Cancelled on B by the official client where it is installed, else by a raw request.
+    match watcher {
+        Some(child) => {
+            std::fs::write(signals.file("go"), "").unwrap();
+            let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+            common::process::keep_output(&out);
+            assert!(out.status.success(), "{store_url}: {}", String::from_utf8_lossy(&out.stderr));
+            let seen: Value = serde_json::from_slice(&out.stdout).expect("the client's summary");
+            assert_eq!(seen["before"], json!({ "taskId": id, "status": "working" }), "{store_url}: {seen}");
+            assert_eq!(seen["cancel"], "ok", "{store_url}: {seen}");
+            assert_eq!(seen["after"]["status"], "cancelled", "{store_url}: {seen}");
+            let other = ext_tasks(&b, KEY_B, "get", &[&id]).await.unwrap();
+            assert_eq!(other["error"]["code"], -32602, "{store_url}: another tenant's, via the SDK: {other}");
+        }
+        None => {
+            let (_, ack) = rpc(&b, KEY_A, "tasks/cancel", json!({ "taskId": id }), true).await;
+            assert_eq!(ack["result"], json!({ "resultType": "complete" }), "{store_url}: {ack}");
+        }
+    }
     let done = settled(&a, KEY_A, &id).await;
     assert_eq!(done["status"], "cancelled", "{store_url}: {done}");
     assert!(done.get("result").is_none() && done.get("error").is_none());

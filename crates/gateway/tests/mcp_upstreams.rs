@@ -129,7 +129,8 @@ fn call(id: u64, tool: &str, arguments: Value, key: &str) -> Value {
 
 /// POST one `2026-07-28` request to `/mcp`; its `result`.
 async fn post(gw: &Http, body: &Value) -> Value {
-    let name = body["params"]["name"].as_str().unwrap_or_default().to_owned();
+    let params = &body["params"];
+    let name = params["name"].as_str().or(params["taskId"].as_str()).unwrap_or_default().to_owned();
     let method = body["method"].as_str().unwrap().to_owned();
     let headers = [
         ("MCP-Protocol-Version", "2026-07-28"),
@@ -152,6 +153,11 @@ async fn tool_names(gw: &Http) -> Vec<String> {
     }}});
     let result = post(gw, &body).await;
     result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// A tool result's text content, which the Python upstream writes as JSON.
+fn text_json(text: &Value) -> Value {
+    serde_json::from_str(text.as_str().unwrap_or_else(|| panic!("no text: {text}"))).expect("JSON text")
 }
 
 fn status(result: &Value) -> &str {
@@ -248,6 +254,110 @@ async fn the_python_sdk_through_oncerpc_runs_an_http_upstreams_command_once_per_
         metrics.contains("oncerpc_mcp_upstream_calls_total{outcome=\"tool_error\",upstream=\"pay\"} 1"),
         "{metrics}"
     );
+}
+
+/// An upstream tool works as a native one: its server's progress notifications reach the
+/// client that made the call (under the client's token; the upstream gets one of oncerpc's);
+/// `[[mcp.upstreams.tool]] derive_key` makes identical keyless calls one execution; its
+/// `x-mcp-header` arguments must come as `Mcp-Param-*` headers over `2026-07-28` HTTP; a
+/// task-augmented call of its command is a task (an event) that calls the upstream once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_tool_forwards_progress_derives_keys_checks_header_arguments_and_runs_as_a_task() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-extras");
+    let log = Executions(dir.file("executions.log"));
+    let upstream = HttpUpstream::start(&python, &log).await;
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\nurl = \"{url}\"\ntools = [\"charge\", \"ship\"]\ntimeout_ms = 10000\n\
+         [[mcp.upstreams.tool]]\nname = \"charge\"\nderive_key = {{ from = \"arguments\", window_secs = 600 }}\n",
+        store = sqlite(&dir),
+        url = upstream.url
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+
+    let key = unique("ship");
+    let mut client = Command::new(&python);
+    client.arg(mcp_clients::client_script("mcp_upstream_client.py")).args([&gw.url("/mcp"), &key, "extras"]);
+    let seen = mcp_clients::summary(client).await;
+    assert_eq!(text_json(&seen["ship"]["text"])["shipped"], "o-1", "{seen}");
+    assert_eq!(
+        seen["progress"],
+        json!([[1.0, 3.0, "packed"], [2.0, 3.0, "labelled"], [3.0, 3.0, "handed over"]]),
+        "the upstream's own progress, forwarded as it came: {seen}"
+    );
+    let shipped = log.of("ship", Some(&key));
+    assert_eq!(shipped.len(), 1, "{shipped:?}");
+    assert!(shipped[0]["progress_token"].is_number(), "oncerpc's own token went upstream: {shipped:?}");
+
+    // derive_key: the same arguments and no key, twice: one execution, the second a duplicate.
+    let unkeyed = seen["unkeyed"].as_array().unwrap();
+    let statuses = (unkeyed[0]["status"].as_str(), unkeyed[1]["status"].as_str());
+    assert_eq!(statuses, (Some("new"), Some("duplicate")), "{seen}");
+    assert_eq!(unkeyed[0]["text"], unkeyed[1]["text"], "the stored result: {seen}");
+    let charged = log.lines().into_iter().filter(|l| l["tool"] == "charge" && l["amount"] == 11).count();
+    assert_eq!(charged, 1, "identical keyless calls ran once");
+
+    // `x-mcp-header`: kept in the listed schema, and its header is required and checked.
+    let body = call(3, "ship", json!({"order": "o-2", "region": "eu"}), &unique("hdr"));
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "ship"),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let missing = http.post("/mcp", body.to_string(), &headers).await;
+    assert_eq!(
+        (missing.status, missing.json()["error"]["code"].as_i64()),
+        (400, Some(-32020)),
+        "{}",
+        missing.body
+    );
+    let mut wrong = headers.to_vec();
+    wrong.push(("Mcp-Param-Region", "us"));
+    let wrong = http.post("/mcp", body.to_string(), &wrong).await;
+    assert_eq!((wrong.status, wrong.json()["error"]["code"].as_i64()), (400, Some(-32020)), "{}", wrong.body);
+    let mut right = headers.to_vec();
+    right.push(("Mcp-Param-Region", "eu"));
+    let right = http.post("/mcp", body.to_string(), &right).await;
+    assert_eq!(right.status, 200, "{}", right.body);
+    assert_eq!(text_json(&right.json()["result"]["content"][0]["text"])["shipped"], "o-2", "{}", right.body);
+    let o2 = log.lines().into_iter().filter(|l| l["tool"] == "ship" && l["order"] == "o-2").count();
+    assert_eq!(o2, 1, "the refused calls ran nothing");
+
+    // Tasks: a task-augmented call of the upstream's command is an event that calls it once;
+    // the same key is the same task.
+    let task_key = unique("task");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": { "extensions": { "io.modelcontextprotocol/tasks": {} } },
+    });
+    let mut body = call(4, "charge", json!({"amount": 13, "card": "visa"}), &task_key);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        meta["io.modelcontextprotocol/clientCapabilities"].clone();
+    let created = post(&http, &body).await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    assert_eq!(post(&http, &body).await["taskId"], id.as_str(), "the same key, the same task");
+    let get = json!({"jsonrpc":"2.0","id":5,"method":"tasks/get","params":{"taskId": id, "_meta": meta}});
+    let mut done = post(&http, &get).await;
+    for _ in 0..600 {
+        if done["status"] != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        done = post(&http, &get).await;
+    }
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"].as_str().map(|t| text_json(&json!(t))["charged"].clone()),
+        Some(json!(13)),
+        "the upstream's result: {done}"
+    );
+    assert_eq!(post(&http, &body).await["status"], "completed");
+    assert_eq!(log.of("charge", Some(&task_key)).len(), 1, "the task called the upstream once");
 }
 
 /// A stdio upstream started by oncerpc: the key goes in `_meta` and in the configured

@@ -23,7 +23,8 @@ impl Handler for UpstreamTool {
             for reserved in RESERVED_PARAMS {
                 arguments.remove(reserved);
             }
-            let result = self.link.call_tool(&self.tool, arguments, ctx.idempotency_key.as_deref()).await?;
+            let key = ctx.idempotency_key.as_deref();
+            let result = self.link.call_tool(&self.tool, arguments, key, ctx.progress.clone()).await?;
             serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
         })
     }

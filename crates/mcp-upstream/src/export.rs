@@ -71,6 +71,9 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
         }
         let kind = kind(spec, tool);
         let json = listed(spec, tool, kind);
+        // `x-mcp-header` arguments of the upstream's schema: over HTTP in the stateless
+        // revision they come as `Mcp-Param-*` headers too, checked.
+        let header_params = oncerpc_mcp::tools::header_params(&json["inputSchema"]);
         let exported = json["name"].as_str().unwrap_or_default().to_owned();
         let mut method = match kind {
             Kind::Query => MethodSpec::query(),
@@ -79,17 +82,27 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
         .timeout(spec.method_timeout);
         method.transport_failures_unrecorded = true;
         method.description = tool["description"].as_str().map(str::to_owned);
+        match (kind, spec.derive_key.get(name)) {
+            (Kind::Command, Some(window)) => method.derive_key_window = Some(*window),
+            (Kind::Query, Some(_)) => {
+                tracing::warn!(upstream = %spec.name, tool = %oncerpc_core::LogSafe(name), "derive_key ignored: the tool is a query (readOnlyHint), which has no key")
+            }
+            _ => {}
+        }
         let handler = UpstreamTool { link: link.clone(), tool: name.to_owned() };
         match dispatcher.external_method(&exported, method, Arc::new(handler)) {
             Ok(method) => out.push(ExternalTool {
-                // Upstream tools answer inline: no tasks (the upstream's own are not offered).
+                // A command may run as oncerpc's task (an event calling the upstream once);
+                // a query answers inline. The upstream's own tasks are not used.
                 tool: Tool {
                     name: exported,
                     kind,
                     json,
                     task_required: false,
-                    execution: serde_json::json!({ "taskSupport": "forbidden" }),
-                    header_params: Vec::new(),
+                    execution: serde_json::json!({
+                        "taskSupport": if kind == Kind::Command { "optional" } else { "forbidden" }
+                    }),
+                    header_params,
                 },
                 method,
             }),

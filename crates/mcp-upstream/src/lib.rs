@@ -62,6 +62,9 @@ pub struct UpstreamSpec {
     pub key_argument: Option<String>,
     /// Kinds set per upstream tool name, over the `readOnlyHint` rule.
     pub kinds: BTreeMap<String, Kind>,
+    /// Per upstream tool name: a call without a key gets one derived from its arguments,
+    /// a duplicate within this window (`derive_key`, commands only).
+    pub derive_key: BTreeMap<String, Duration>,
 }
 
 /// The upstreams of one gateway, connected and kept connected by their supervisors.
@@ -107,7 +110,7 @@ impl Upstreams {
         let Some(link) = self.links.get(upstream) else {
             return Err(call::failed(upstream, "no such upstream"));
         };
-        link.call_tool(tool, arguments, key).await
+        link.call_tool(tool, arguments, key, None).await
     }
 
     /// Connect to `spec`'s upstream once and list what it would export: each tool's name on

@@ -2,16 +2,23 @@
 //! (a command that exited is started again), and the calls sent over it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use globset::GlobSet;
-use oncerpc_core::Dispatcher;
+use oncerpc_core::{Dispatcher, Progress, ToolProgress};
 use oncerpc_mcp::External;
 use oncerpc_protocol::RpcError;
-use rmcp::model::{CallToolRequestParams, MetaObject, ProtocolVersion, RequestMetaObject};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningService};
+use rmcp::model::{
+    CallToolRequestParams, JsonRpcMessage, MetaObject, NumberOrString, ProgressNotificationParam,
+    ProtocolVersion, RequestMetaObject, ServerNotification,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningService, RxJsonRpcMessage,
+    TxJsonRpcMessage,
+};
+use rmcp::transport::Transport as RmcpTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient};
@@ -38,9 +45,16 @@ pub struct Link {
     relist: Arc<Notify>,
     /// It answered `server/discover` with an error it cannot be parsed from: `initialize`.
     legacy: AtomicBool,
+    /// Where the progress of each call in flight goes, by the token oncerpc gave it.
+    listeners: Listeners,
+    next_token: AtomicI64,
 }
 
-/// The client side's notifications: a changed tool list is listed again.
+/// The progress sinks of the calls in flight whose client listens, by progress token.
+type Listeners = Arc<Mutex<HashMap<i64, Progress>>>;
+
+/// The client side's notifications: a changed tool list is listed again. (Progress is taken
+/// off the transport, in order: see [`Watched`].)
 struct Client {
     relist: Arc<Notify>,
 }
@@ -52,6 +66,71 @@ impl ClientHandler for Client {
     ) -> impl Future<Output = ()> + Send + '_ {
         self.relist.notify_one();
         std::future::ready(())
+    }
+}
+
+/// An upstream's transport whose progress notifications are passed on as they are received:
+/// rmcp hands each notification to its handler on a task of its own, which may reorder them
+/// and let the call's answer overtake them; read here, they reach the client in the order the
+/// upstream sent them, before the answer that follows them.
+struct Watched<T> {
+    inner: T,
+    listeners: Listeners,
+}
+
+impl<T: RmcpTransport<RoleClient>> RmcpTransport<RoleClient> for Watched<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        async move {
+            let message = self.inner.receive().await;
+            if let Some(JsonRpcMessage::Notification(n)) = &message
+                && let ServerNotification::ProgressNotification(p) = &n.notification
+            {
+                forward(&self.listeners, &p.params);
+            }
+            message
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// Pass an upstream's progress notification on to the call whose token it names (a token of
+/// no call in flight, late or made up by the upstream, is dropped).
+fn forward(listeners: &Listeners, params: &ProgressNotificationParam) {
+    let token = match &params.progress_token.0 {
+        NumberOrString::Number(n) => Some(*n),
+        NumberOrString::String(s) => s.parse().ok(),
+    };
+    let sink = token.and_then(|t| listeners.lock().unwrap_or_else(|e| e.into_inner()).get(&t).cloned());
+    if let Some(sink) = sink {
+        sink.forward(&ToolProgress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message.as_deref(),
+        });
+    }
+}
+
+/// A call's progress token, listened to until the call ends.
+struct Listening<'a> {
+    listeners: &'a Listeners,
+    token: i64,
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.listeners.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.token);
     }
 }
 
@@ -70,6 +149,8 @@ impl Link {
             stop: watch::channel(false).0,
             relist: Arc::new(Notify::new()),
             legacy: AtomicBool::new(false),
+            listeners: Arc::default(),
+            next_token: AtomicI64::new(1),
         }))
     }
 
@@ -106,6 +187,7 @@ impl Link {
 
     async fn connect_as(&self, http: &reqwest::Client, mode: ClientLifecycleMode) -> Result<Service, String> {
         let client = Client { relist: self.relist.clone() };
+        let listeners = self.listeners.clone();
         let connecting = async {
             match &self.spec.transport {
                 Transport::Http { url, headers } => {
@@ -118,16 +200,18 @@ impl Link {
                     }
                     let config =
                         StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+                    let inner = StreamableHttpClientTransport::with_client(http.clone(), config);
+                    let transport = Watched { inner, listeners };
                     client.serve_with_lifecycle(transport, mode).await.map_err(|e| e.to_string())
                 }
                 Transport::Stdio { command, args, env } => {
                     let mut cmd = tokio::process::Command::new(command);
                     cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).kill_on_drop(true);
-                    let (transport, _) = TokioChildProcess::builder(cmd)
+                    let (inner, _) = TokioChildProcess::builder(cmd)
                         .stderr(std::process::Stdio::inherit())
                         .spawn()
                         .map_err(|e| format!("cannot start {command:?}: {e}"))?;
+                    let transport = Watched { inner, listeners };
                     client.serve_with_lifecycle(transport, mode).await.map_err(|e| e.to_string())
                 }
             }
@@ -258,12 +342,15 @@ impl Link {
 
     /// `tools/call` of `tool` with `arguments` and the key: the upstream's `CallToolResult`
     /// (an `isError` one too), or `-32006` (not connected, the connection failed or was lost,
-    /// an answer that is not a result) or `-32005` (no answer within `timeout_ms`).
+    /// an answer that is not a result) or `-32005` (no answer within `timeout_ms`). With
+    /// `progress`, the call carries a progress token and the upstream's progress
+    /// notifications for it are passed on there.
     pub async fn call_tool(
         &self,
         tool: &str,
         mut arguments: Map<String, Value>,
         key: Option<&str>,
+        progress: Option<Progress>,
     ) -> Result<Value, RpcError> {
         let name = &self.spec.name;
         let outcome = |o: &str| self.metrics.call(name, o);
@@ -272,12 +359,20 @@ impl Link {
             return Err(failed(name, "not connected"));
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
+        let mut meta = Map::new();
         if let Some(key) = key {
             if let Some(arg) = &self.spec.key_argument {
                 arguments.insert(arg.clone(), json!(key));
             }
-            let mut meta = Map::new();
             meta.insert(META_KEY.into(), json!(key));
+        }
+        let _listening = progress.map(|sink| {
+            let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+            self.listeners.lock().unwrap_or_else(|e| e.into_inner()).insert(token, sink);
+            meta.insert("progressToken".into(), json!(token));
+            Listening { listeners: &self.listeners, token }
+        });
+        if !meta.is_empty() {
             params.meta = Some(RequestMetaObject(MetaObject(meta)));
         }
         params.arguments = Some(arguments);

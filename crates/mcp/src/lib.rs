@@ -140,8 +140,12 @@ impl McpServer {
         McpServer::with_external(dispatcher, External::default())
     }
 
-    /// A server that also offers `external`'s tools (other MCP servers', SPEC §16b).
+    /// A server that also offers `external`'s tools (other MCP servers', SPEC §16b). The
+    /// dispatcher finds them by name for their events (tasks; resumed after a crash once the
+    /// tool is offered again).
     pub fn with_external(dispatcher: Arc<Dispatcher>, external: External) -> McpServer {
+        let found = external.clone();
+        dispatcher.resolve_external(Arc::new(move |name| found.get(name).map(|t| t.method.clone())));
         let tools = Tools::from_registry(dispatcher.registry()).with_external(external);
         McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }

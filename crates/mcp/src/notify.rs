@@ -1,12 +1,14 @@
 //! Notifications of a running `tools/call`: a flow's finished steps as
 //! `notifications/progress` (when the call carries `_meta.progressToken`) and as
 //! `notifications/message` log lines (at or above the level the session set with
-//! `logging/setLevel`). They go to the transport's [`Outbox`] as they happen; a call
-//! without steps sends none, and neither does one whose client asked for neither.
+//! `logging/setLevel`); an upstream MCP server's own progress for the call as
+//! `notifications/progress` under the client's token. They go to the transport's [`Outbox`]
+//! as they happen; a call without steps sends none, and neither does one whose client asked
+//! for neither.
 
 use std::sync::{Arc, OnceLock};
 
-use oncerpc_core::{Progress, StepProgress};
+use oncerpc_core::{Progress, Report, ToolProgress};
 use serde_json::{Value, json};
 
 use crate::Outbox;
@@ -37,19 +39,31 @@ pub fn progress(
         return None;
     }
     let tool = tool.to_owned();
-    Some(Progress::new(move |step: &StepProgress<'_>| {
-        let what = match (step.ok, step.resumed) {
-            (true, false) => "done",
-            (true, true) => "done earlier (kept in the journal, not run again)",
-            (false, _) => "failed",
-        };
-        let message = format!("step {} of {}: {} {what}", step.done, step.total, step.step);
+    Some(Progress::new(move |report: &Report<'_>| {
         let task = related.as_ref().and_then(|r| r.get());
         let meta = |params: &mut Value| {
             if let Some(id) = task {
                 params["_meta"] = json!({ crate::call::META_RELATED_TASK: { "taskId": id } });
             }
         };
+        let step = match report {
+            Report::Step(step) => step,
+            Report::Tool(p) => {
+                if let Some(token) = &token {
+                    let mut params = forwarded(token, p);
+                    meta(&mut params);
+                    let n = json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": params });
+                    let _ = outbox.send(n.to_string().into_bytes());
+                }
+                return;
+            }
+        };
+        let what = match (step.ok, step.resumed) {
+            (true, false) => "done",
+            (true, true) => "done earlier (kept in the journal, not run again)",
+            (false, _) => "failed",
+        };
+        let message = format!("step {} of {}: {} {what}", step.done, step.total, step.step);
         if let Some(token) = &token {
             let mut params = json!({ "progressToken": token, "progress": step.done, "total": step.total, "message": message });
             meta(&mut params);
@@ -69,4 +83,49 @@ pub fn progress(
             let _ = outbox.send(n.to_string().into_bytes());
         }
     }))
+}
+
+/// The params of a forwarded `notifications/progress`: the upstream's figures under the
+/// client's token (a total or message only when the upstream sent one).
+fn forwarded(token: &Value, p: &ToolProgress<'_>) -> Value {
+    let mut params = json!({ "progressToken": token, "progress": p.progress });
+    if let Some(total) = p.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = p.message {
+        params["message"] = json!(message);
+    }
+    params
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use oncerpc_core::StepProgress;
+
+    #[test]
+    fn an_upstreams_progress_goes_out_under_the_clients_token_and_steps_as_before() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let outbox: Outbox = tx;
+        let p = progress(Some(&outbox), Some(json!("tok-1")), None, "pay.charge", None).expect("a sink");
+        p.forward(&ToolProgress { progress: 0.5, total: Some(2.0), message: Some("half") });
+        p.forward(&ToolProgress { progress: 1.0, total: None, message: None });
+        p.report(&StepProgress { step: "send", done: 1, total: 1, ok: true, resumed: false });
+        let sent: Vec<Value> =
+            std::iter::from_fn(|| rx.try_recv().ok()).map(|b| serde_json::from_slice(&b).unwrap()).collect();
+        assert_eq!(
+            sent[0]["params"],
+            json!({ "progressToken": "tok-1", "progress": 0.5, "total": 2.0, "message": "half" })
+        );
+        assert_eq!(sent[1]["params"], json!({ "progressToken": "tok-1", "progress": 1.0 }));
+        assert_eq!(
+            (sent[2]["params"]["progress"].as_u64(), sent[2]["params"]["total"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(sent.len(), 3);
+        // No token: an upstream's progress has nowhere to go.
+        let quiet = progress(Some(&outbox), None, Some("info"), "pay.charge", None).expect("a log sink");
+        quiet.forward(&ToolProgress { progress: 0.5, total: None, message: None });
+        assert!(rx.try_recv().is_err());
+    }
 }

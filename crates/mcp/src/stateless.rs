@@ -333,10 +333,19 @@ impl McpServer {
         if req.method != "tools/call" {
             return Ok(());
         }
-        let Some(tool) = params.name().and_then(|n| self.tools.get(&n)) else {
-            return Ok(());
+        let Some(name) = params.name() else { return Ok(()) };
+        // A registered tool, else another server's (its `x-mcp-header` arguments too).
+        let external;
+        let wanted = match self.tools.get(&name) {
+            Some(tool) => &tool.header_params,
+            None => match self.tools.external().get(&name) {
+                Some(t) => {
+                    external = t;
+                    &external.tool.header_params
+                }
+                None => return Ok(()),
+            },
         };
-        let wanted = &tool.header_params;
         if wanted.is_empty() {
             return Ok(());
         }

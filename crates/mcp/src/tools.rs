@@ -196,7 +196,7 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
 
 /// The `x-mcp-header` annotations of an input schema: the header's `{Name}` and the argument's
 /// path, for properties reached through `properties` only (the revision's rule).
-pub(crate) fn header_params(schema: &Value) -> Vec<(String, Vec<String>)> {
+pub fn header_params(schema: &Value) -> Vec<(String, Vec<String>)> {
     fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
         let Some(props) = schema.get("properties").and_then(Value::as_object) else { return };
         for (key, prop) in props {

@@ -13,6 +13,12 @@ use super::{Dispatcher, IdempotencyInfo, RequestMeta};
 use crate::method::{Handler, Method, MethodSpec};
 use crate::registry::RegistryError;
 
+/// Finds the external method of a name, as the door that offers it knows it now (`None`: not
+/// offered now, e.g. its server is not connected yet). A dispatcher given one
+/// ([`Dispatcher::resolve_external`]) runs events of external methods: submitted, resumed
+/// after a crash (an event whose method is not found now waits for a later pass), re-driven.
+pub type ExternalResolver = Arc<dyn Fn(&str) -> Option<ExternalMethod> + Send + Sync>;
+
 /// A method built for one dispatcher outside its registry ([`Dispatcher::external_method`]).
 #[derive(Clone)]
 pub struct ExternalMethod(Arc<Method>);
@@ -49,6 +55,20 @@ impl Dispatcher {
         let method = Method::build(name, spec, handler)?;
         let _ = method.metrics.set(self.metrics.for_method(&method.name, method.spec.kind.as_str()));
         Ok(ExternalMethod(Arc::new(method)))
+    }
+
+    /// Where this dispatcher finds external methods for their events; set once (a second
+    /// resolver is ignored).
+    pub fn resolve_external(&self, resolver: ExternalResolver) {
+        let _ = self.external.set(resolver);
+    }
+
+    /// The method called `name`: the registry's, else an external one offered now.
+    pub(crate) fn method(&self, name: &str) -> Option<Arc<Method>> {
+        match self.registry.get(name) {
+            Some(m) => Some(m.clone()),
+            None => self.external.get().and_then(|resolve| resolve(name)).map(|m| m.0),
+        }
     }
 
     /// [`call`](Self::call) for an external method.

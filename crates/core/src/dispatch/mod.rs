@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use oncerpc_protocol::{Message, Outcome, RawValue, RpcError};
 
-pub use external::ExternalMethod;
+pub use external::{ExternalMethod, ExternalResolver};
 pub(crate) use handler::run_handler;
 use ids::correlation_id;
 pub use ids::generated_id;
@@ -144,6 +144,8 @@ pub struct Dispatcher {
     pub(crate) running_events: Mutex<std::collections::HashSet<String>>,
     /// Keyed executions: claims, leases, outcomes, and the tasks shutdown waits for.
     pub(crate) exec: Arc<Executions>,
+    /// Finds methods that are not in the registry (a door's external tools), for their events.
+    pub(crate) external: std::sync::OnceLock<external::ExternalResolver>,
 }
 
 impl Dispatcher {
@@ -176,6 +178,7 @@ impl Dispatcher {
             metrics,
             running_events: Mutex::new(Default::default()),
             exec,
+            external: std::sync::OnceLock::new(),
         }
     }
 

@@ -41,7 +41,7 @@ impl Dispatcher {
             EventStatus::Succeeded => return Err(RpcError::new(ErrorCode::ForceRetryRefused)),
         }
         let started = Instant::now();
-        let method = self.registry.get(&event.record.method).ok_or_else(RpcError::method_not_found)?.clone();
+        let method = self.method(&event.record.method).ok_or_else(RpcError::method_not_found)?;
         let id = event_id(&event.record);
         debug_assert_eq!(id, event.id, "an event's id is derived from its record");
         let sub = Submission {

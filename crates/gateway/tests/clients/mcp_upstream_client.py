@@ -1,10 +1,11 @@
 """The official MCP Python SDK (package `mcp`) as an agent calling the tools oncerpc
 re-exports from an upstream MCP server (tests/mcp_upstreams.rs).
 
-Usage: mcp_upstream_client.py URL KEY
+Usage: mcp_upstream_client.py URL KEY [extras]
 Over Streamable HTTP it lists the tools, calls `charge` twice with KEY, once with KEY and
 other arguments, 50 times at once with another key, and the read-only `balance` twice; it
-prints one JSON object with what it saw.
+prints one JSON object with what it saw. With `extras`: calls `ship` (key KEY) with a
+progress callback, and `charge` twice with the same arguments and no key at all.
 """
 import asyncio
 import json
@@ -53,4 +54,27 @@ async def main(url, key):
             }))
 
 
-asyncio.run(main(sys.argv[1], sys.argv[2]))
+async def extras(url, key):
+    async with streamablehttp_client(url) as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            progress = []
+
+            async def on_progress(done, total, message):
+                progress.append([done, total, message])
+
+            shipped = await session.call_tool(
+                "ship", {"order": "o-1", "region": "eu", "idempotency_key": key}, progress_callback=on_progress
+            )
+            unkeyed = [await session.call_tool("charge", {"amount": 11, "card": "jcb"}) for _ in range(2)]
+            print(json.dumps({
+                "ship": summary(shipped),
+                "progress": progress,
+                "unkeyed": [summary(u) for u in unkeyed],
+            }))
+
+
+if len(sys.argv) > 3 and sys.argv[3] == "extras":
+    asyncio.run(extras(sys.argv[1], sys.argv[2]))
+else:
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

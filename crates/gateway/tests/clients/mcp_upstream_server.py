@@ -11,14 +11,17 @@ Tools: `charge` (a command: counts), `slow_charge` (a command that logs its star
 waits while the file LOG.hold exists, at most 60 s, so that a test can kill a process while
 it is in flight), `declined` (a command whose result is an isError one), `balance`
 (readOnlyHint: a query), `unlock_refund` (adds a `refund` tool and sends
-notifications/tools/list_changed). The commands take an optional `idempotency_key` argument of their
+notifications/tools/list_changed), `ship` (reports progress three times when the call has a
+progress token; its `region` argument is marked `x-mcp-header: Region`). The commands take an optional `idempotency_key` argument of their
 own, as some servers do (oncerpc's `key_argument`).
 """
 import asyncio
 import json
 import os
 import sys
+from typing import Annotated
 
+from pydantic import Field
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
@@ -78,6 +81,25 @@ async def unlock_refund(ctx: Context) -> dict:
     mcp.add_tool(refund, name="refund", description="Refund a charge.")
     await ctx.session.send_tool_list_changed()
     return {"unlocked": True}
+
+
+@mcp.tool(description="Ship an order in three stages, reporting progress after each.")
+async def ship(
+    order: str,
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+    ctx: Context,
+    idempotency_key: str | None = None,
+) -> dict:
+    meta = ctx.request_context.meta
+    token = meta.progressToken if meta is not None else None
+    record({"tool": "ship", "order": order, "region": region, "key": seen_key(ctx), "progress_token": token})
+    # Work between reports, as a real server's stages take time: this SDK sends the
+    # notifications on the session's other stream, which the answer could overtake otherwise.
+    for i, stage in enumerate(["packed", "labelled", "handed over"], start=1):
+        await asyncio.sleep(0.1)
+        await ctx.report_progress(i, 3, stage)
+    await asyncio.sleep(0.1)
+    return {"shipped": order, "region": region}
 
 
 @mcp.tool(description="The balance (read-only).", annotations=ToolAnnotations(readOnlyHint=True))

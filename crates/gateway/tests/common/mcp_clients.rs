@@ -70,11 +70,15 @@ pub fn node_dir_2026() -> Option<PathBuf> {
 /// `tests/clients/mcp_client_2026.mjs` (the SDK v2 client pinned to `2026-07-28`) under that
 /// Node, with `args`.
 pub fn typescript_2026(args: &[&str]) -> Option<Command> {
+    typescript_2026_script("mcp_client_2026.mjs", args)
+}
+
+/// `tests/clients/{script}` under the Node of the SDK v2 client (and its tasks extension,
+/// `@modelcontextprotocol/ext-tasks`), with `args`.
+pub fn typescript_2026_script(script: &str, args: &[&str]) -> Option<Command> {
     let dir = node_dir_2026()?;
     let mut cmd = Command::new(dir.join("node_modules/.bin/node"));
-    cmd.arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client_2026.mjs"))
-        .args(args)
-        .env("NODE_PATH", dir.join("node_modules"));
+    cmd.arg(client_script(script)).args(args).env("NODE_PATH", dir.join("node_modules"));
     Some(cmd)
 }
 

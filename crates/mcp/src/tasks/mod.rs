@@ -85,12 +85,15 @@ pub enum Route {
 /// The route of a `tools/call` of the tool `name`, from a client that has `declared` the
 /// extension or not.
 pub fn route(tools: &Tools, name: Option<&str>, declared: bool) -> Route {
-    let Some(tool) = name.and_then(|n| tools.get(n)) else {
+    let external = |n: &str| tools.external().get(n).map(|t| (t.tool.kind, t.tool.task_required));
+    let Some((kind, task_required)) =
+        name.and_then(|n| tools.get(n).map(|t| (t.kind, t.task_required)).or_else(|| external(n)))
+    else {
         return Route::Sync;
     };
-    match (tool.kind, declared) {
+    match (kind, declared) {
         (Kind::Command, true) => Route::Task,
-        (Kind::Command, false) if tool.task_required => Route::Refused(missing_capability()),
+        (Kind::Command, false) if task_required => Route::Refused(missing_capability()),
         _ => Route::Sync,
     }
 }
@@ -233,9 +236,20 @@ pub(crate) enum State {
     Cancelled,
 }
 
-pub(crate) fn state(event: &Event) -> State {
+/// Whether an event is of another MCP server's tool (not the registry's): its stored result is
+/// that server's whole `CallToolResult`, answered as it came ([`crate::external::result`]).
+pub(crate) fn is_external(dispatcher: &Dispatcher, event: &Event) -> bool {
+    dispatcher.registry().spec(&event.record.method).is_none()
+}
+
+/// The task an event is, as every revision reads it (`dispatcher` tells an upstream tool's).
+pub(crate) fn state(dispatcher: &Dispatcher, event: &Event) -> State {
     match (&event.status, &event.outcome) {
         (EventStatus::Processing, _) => State::Working,
+        (_, Some(StoredOutcome::Succeeded(json))) if is_external(dispatcher, event) => {
+            let (result, is_error) = crate::external::result(json, None, &event.id);
+            State::Completed(result, is_error)
+        }
         (_, Some(StoredOutcome::Succeeded(json))) => match RawValue::from_string(json.clone()) {
             Ok(raw) => State::Completed(call::tool_result(&Outcome::Result(raw), None, &event.id), false),
             Err(_) => {
@@ -263,7 +277,7 @@ fn envelope(
 ) -> Map<String, Value> {
     let ttl_ms = ttl_ms(dispatcher, event);
     let now = oncerpc_core::store::now_ms();
-    let status = match event.map(state) {
+    let status = match event.map(|e| state(dispatcher, e)) {
         None | Some(State::Working) => "working",
         Some(State::Completed(..)) => "completed",
         Some(State::Failed(_)) => "failed",
@@ -293,9 +307,11 @@ pub(crate) fn ttl_ms(dispatcher: &Dispatcher, event: Option<&Event>) -> u64 {
 /// stored outcome) or `error` (as stored).
 fn detailed(dispatcher: &Dispatcher, event: &Event) -> String {
     let mut task = envelope(dispatcher, &event.id, Some(event), "complete");
-    let (member, raw) = match state(event) {
+    let (member, raw) = match state(dispatcher, event) {
         State::Working => (None, String::new()),
-        State::Completed(result, _) => (Some("result"), result),
+        // The inlined `CallToolResult` is the revision's, `resultType` and all (the tasks
+        // extension's schema requires it; the official ext-tasks client refuses it without).
+        State::Completed(result, _) => (Some("result"), crate::stateless::complete(&result)),
         State::Failed(error) => (Some("error"), error),
         State::Cancelled => {
             task.insert("statusMessage".into(), json!("cancelled by tasks/cancel"));

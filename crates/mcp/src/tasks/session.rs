@@ -83,9 +83,9 @@ pub(crate) fn route(prepared: &call::Prepared<'_>, session: &Session) -> Route {
         Some(_) => return Route::Refused(RpcError::invalid_params("task must be an object: {\"ttl\": ms}")),
     };
     let tool = prepared.tool.tool();
-    // Queries answer inline; so do other MCP servers' tools (taskSupport "forbidden").
-    let inline_only =
-        tool.kind == oncerpc_core::Kind::Query || matches!(prepared.tool, call::Target::External(_));
+    // Queries answer inline (taskSupport "forbidden"); commands, other MCP servers' too, may
+    // run as tasks.
+    let inline_only = tool.kind == oncerpc_core::Kind::Query;
     match (requested, inline_only) {
         (true, true) => Route::Refused(RpcError::with_message(
             ErrorCode::MethodNotFound,
@@ -168,7 +168,7 @@ pub async fn cancel(
         Cancelled::Now(_) | Cancelled::AlreadyDone(_) => tenant_event(dispatcher, tenant, id).await?,
     };
     if matches!(cancelled, Cancelled::AlreadyDone(_)) {
-        let (status, _) = status(&now);
+        let (status, _) = status(dispatcher, &now);
         return Err(RpcError::invalid_params(format!(
             "Cannot cancel task: already in terminal status '{status}'"
         )));
@@ -192,7 +192,14 @@ pub async fn result(
         // Read again each time: the task may run on another replica, or be resumed there.
         let event = tenant_event(dispatcher, tenant, id).await?;
         let outcome = match &event.outcome {
-            _ if matches!(state(&event), State::Working) => None,
+            _ if matches!(state(dispatcher, &event), State::Working) => None,
+            // Another server's tool: its whole result, as it came, naming the task.
+            Some(StoredOutcome::Succeeded(json)) if super::is_external(dispatcher, &event) => {
+                let (result, _) = crate::external::result(json, None, id);
+                let mut result: Value = serde_json::from_str(&result).map_err(RpcError::internal)?;
+                result["_meta"][call::META_RELATED_TASK] = json!({ "taskId": id });
+                return Ok(result.to_string());
+            }
             Some(StoredOutcome::Succeeded(json)) => Some(match RawValue::from_string(json.clone()) {
                 Ok(raw) => Outcome::Result(raw),
                 Err(_) => Outcome::Error(RpcError::internal("stored result is not JSON")),
@@ -221,12 +228,12 @@ pub async fn result(
 }
 
 /// A task's status in this revision, and its message.
-fn status(event: &Event) -> (&'static str, Option<String>) {
+fn status(dispatcher: &Dispatcher, event: &Event) -> (&'static str, Option<String>) {
     let message = || match &event.outcome {
         Some(StoredOutcome::Failed(json)) => RpcError::from_json(json).ok().map(|e| e.message.into_owned()),
         _ => None,
     };
-    match state(event) {
+    match state(dispatcher, event) {
         State::Working => ("working", None),
         State::Completed(_, false) => ("completed", None),
         // An error result is a failed task here (the 2025-11-25 revision's rule).
@@ -238,7 +245,7 @@ fn status(event: &Event) -> (&'static str, Option<String>) {
 /// The `Task` of event `id` (`None`: just accepted, not readable yet: working).
 fn task(dispatcher: &Dispatcher, id: &str, event: Option<&Event>) -> Map<String, Value> {
     let now = oncerpc_core::store::now_ms();
-    let (status, message) = event.map_or(("working", None), status);
+    let (status, message) = event.map_or(("working", None), |e| status(dispatcher, e));
     let mut task = Map::new();
     task.insert("taskId".into(), json!(id));
     task.insert("status".into(), json!(status));
