@@ -88,16 +88,14 @@ impl<T: RmcpTransport<RoleClient>> RmcpTransport<RoleClient> for Watched<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            let message = self.inner.receive().await;
-            if let Some(JsonRpcMessage::Notification(n)) = &message
-                && let ServerNotification::ProgressNotification(p) = &n.notification
-            {
-                forward(&self.listeners, &p.params);
-            }
-            message
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(n)) = &message
+            && let ServerNotification::ProgressNotification(p) = &n.notification
+        {
+            forward(&self.listeners, &p.params);
         }
+        message
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
