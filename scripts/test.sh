@@ -62,6 +62,18 @@ if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, 
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 
+# A trace backend that takes OTLP, for tests/telemetry.rs: Arize Phoenix, an open-source trace
+# store with an OTLP/HTTP receiver and a REST API to read spans back (Jaeger and the
+# OpenTelemetry Collector are Go programs whose modules this machine cannot fetch). In a venv
+# of its own: it brings its own pinned web stack.
+PHXVENV="target/phoenix-venv"
+if [ ! -x "$PHXVENV/bin/phoenix" ]; then
+  echo "== installing the trace backend arize-phoenix into $PHXVENV"
+  { python3 -m venv "$PHXVENV" && "$PHXVENV/bin/pip" install -q 'arize-phoenix==20.26.1'; } \
+    || need "the trace backend arize-phoenix (pip)"
+fi
+[ -x "$PHXVENV/bin/phoenix" ] && export ONCERPC_PHOENIX="$PWD/$PHXVENV/bin/phoenix"
+
 # A Node JSON-RPC client library from npm (json-rpc-2.0), for the oversized-batch client test.
 NODEDIR="target/node-clients"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -313,6 +313,9 @@ impl Dispatcher {
             tenant = %event.record.tenant,
             trace_id = trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
         );
+        // Exported (`[telemetry]`): the run's own span in the caller's trace, inside the logged one.
+        let exported = crate::trace::event_span(&method.name, &event.id, trace.as_ref());
+        let marked = exported.clone();
         self.exec.spawn(
             async move {
                 let _permit = permit;
@@ -356,10 +359,14 @@ impl Dispatcher {
                     outcome = if outcome.is_error() { "error" } else { "ok" },
                     "event finished"
                 );
+                if outcome.is_error() {
+                    crate::trace::set_error(&marked);
+                }
                 if let Ok(mut running) = this.running_events.lock() {
                     running.remove(&event.id);
                 }
             }
+            .instrument(exported)
             .instrument(span),
         );
     }

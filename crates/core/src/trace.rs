@@ -99,8 +99,122 @@ pub fn from_params(params: Option<&serde_json::value::RawValue>) -> Option<Trace
     TraceContext::parse(&meta.traceparent?, meta.tracestate.as_deref())
 }
 
+/// The target of the spans the gateway exports ([`SpanExport`]): the request, its idempotency
+/// claim, each upstream step, an async event's run. Log output leaves them out.
+pub const SPAN_TARGET: &str = "oncerpc::span";
+
+/// Exports the gateway's spans (the binary's OpenTelemetry pipeline, `[telemetry]`). Installed
+/// once; without one no such span is made and the request path is as it was.
+pub trait SpanExport: Send + Sync + 'static {
+    /// Make `span` a child of the caller's span (a remote parent).
+    fn adopt(&self, span: &tracing::Span, caller: &TraceContext);
+    /// The W3C `traceparent` naming `span`: its trace and its own span id (sent to an upstream,
+    /// whose spans then hang under it). `None` when the span is not exported.
+    fn traceparent(&self, span: &tracing::Span) -> Option<String>;
+}
+
+static EXPORT: std::sync::OnceLock<Box<dyn SpanExport>> = std::sync::OnceLock::new();
+
+/// Install the span exporter (the first one wins; `false` for a later one).
+pub fn install_export(export: Box<dyn SpanExport>) -> bool {
+    EXPORT.set(export).is_ok()
+}
+
+/// The span exporter, when spans are exported.
+pub fn export() -> Option<&'static dyn SpanExport> {
+    EXPORT.get().map(|e| &**e)
+}
+
+/// The span of one request (`/rpc`, stdio, the flows door, an MCP tool call), a child of the
+/// caller's trace when it brought one; a disabled span when nothing exports spans.
+pub fn request_span(method: &str, cid: &str, tenant: &str, caller: Option<&TraceContext>) -> tracing::Span {
+    let Some(export) = export() else { return tracing::Span::none() };
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "oncerpc.request",
+        otel.name = %method,
+        otel.kind = "server",
+        rpc.method = %method,
+        oncerpc.correlation_id = %cid,
+        oncerpc.tenant = %tenant,
+        otel.status_code = tracing::field::Empty,
+    );
+    if let Some(caller) = caller {
+        export.adopt(&span, caller);
+    }
+    span
+}
+
+/// The span of an async event's run (after a crash or a re-drive it has no caller).
+pub fn event_span(method: &str, event_id: &str, caller: Option<&TraceContext>) -> tracing::Span {
+    let Some(export) = export() else { return tracing::Span::none() };
+    let span = tracing::info_span!(
+        target: SPAN_TARGET,
+        "oncerpc.event",
+        otel.name = %format_args!("event {method}"),
+        rpc.method = %method,
+        oncerpc.event_id = %event_id,
+        otel.status_code = tracing::field::Empty,
+    );
+    if let Some(caller) = caller {
+        export.adopt(&span, caller);
+    }
+    span
+}
+
+/// The span of an idempotency claim (a child of the current request's).
+pub fn claim_span() -> tracing::Span {
+    if export().is_none() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(target: SPAN_TARGET, "oncerpc.idempotency.claim", otel.name = "idempotency claim")
+}
+
+/// The span of one upstream step request (a child of the current request's or event's).
+pub fn step_span(step: &str, attempt: u32) -> tracing::Span {
+    if export().is_none() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        target: SPAN_TARGET,
+        "oncerpc.step",
+        otel.name = %format_args!("step {step}"),
+        otel.kind = "client",
+        oncerpc.step = %step,
+        oncerpc.attempt = attempt,
+        otel.status_code = tracing::field::Empty,
+    )
+}
+
+/// The current span when it is an exported one, else a disabled span: for work spawned off
+/// a request, which must carry its exported span along (a task starts with none entered).
+pub fn exported_current() -> tracing::Span {
+    let current = tracing::Span::current();
+    if current.metadata().is_some_and(|m| m.target() == SPAN_TARGET) {
+        current
+    } else {
+        tracing::Span::none()
+    }
+}
+
+/// Mark an exported span failed (`otel.status_code = ERROR`); nothing for a disabled one.
+pub fn set_error(span: &tracing::Span) {
+    if !span.is_disabled() {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn without_an_exporter_no_span_is_made() {
+        assert!(export().is_none());
+        assert!(request_span("m", "c", "t", None).is_disabled());
+        assert!(claim_span().is_disabled());
+        assert!(step_span("s", 1).is_disabled());
+        assert!(event_span("m", "evt_1", None).is_disabled());
+    }
 
     #[test]
     fn a_trace_context_is_read_from_params_meta_and_anything_else_is_none() {

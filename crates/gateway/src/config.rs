@@ -55,6 +55,9 @@ pub struct Config {
     pub mcp: crate::mcp::McpSection,
     #[serde(default)]
     pub console: crate::console::ConsoleSection,
+    /// `[telemetry]`: OpenTelemetry export of spans over OTLP (absent: off).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySection,
     #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
@@ -502,6 +505,7 @@ impl Config {
         }
         self.mcp.check().map_err(invalid)?;
         self.console.check().map_err(invalid)?;
+        self.telemetry.check().map_err(invalid)?;
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
         }

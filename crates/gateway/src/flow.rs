@@ -30,6 +30,7 @@ use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+use tracing::Instrument;
 
 use crate::config::{StepConfig, UpstreamConfig};
 use crate::retry::{self, Attempt};
@@ -278,16 +279,26 @@ impl Flow {
         let input = bytes::Bytes::from(input);
         let mut attempt = 1;
         loop {
-            let outcome = match step.timeout_ms {
-                Some(ms) => {
-                    tokio::time::timeout(Duration::from_millis(ms), self.attempt(ctx, step, input.clone()))
-                        .await
-                        .unwrap_or_else(|_| {
-                            Err((self.fail(ctx, step, None, Failure::Timeout(ms)), Attempt::Transient(None)))
-                        })
+            // Each attempt is a span of its own when spans are exported (`[telemetry]`).
+            let span = oncerpc_core::trace::step_span(&step.name, attempt);
+            let attempting = async {
+                match step.timeout_ms {
+                    Some(ms) => tokio::time::timeout(
+                        Duration::from_millis(ms),
+                        self.attempt(ctx, step, input.clone()),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err((self.fail(ctx, step, None, Failure::Timeout(ms)), Attempt::Transient(None)))
+                    }),
+                    None => self.attempt(ctx, step, input.clone()).await,
                 }
-                None => self.attempt(ctx, step, input.clone()).await,
             };
+            let outcome =
+                if span.is_disabled() { attempting.await } else { attempting.instrument(span.clone()).await };
+            if outcome.is_err() {
+                oncerpc_core::trace::set_error(&span);
+            }
             let kind = match &outcome {
                 Ok(_) => Attempt::Succeeded,
                 Err((_, kind)) => *kind,
@@ -336,13 +347,20 @@ impl Flow {
             req = req.header("x-idempotency-key", key);
         }
         // W3C Trace Context: the step request is a span of the gateway's own, a child of the
-        // caller's; its id is logged so the upstream's parent id leads back here.
-        if let Some(trace) = &ctx.trace {
-            let (traceparent, span_id) = trace.child();
+        // caller's; its id is logged so the upstream's parent id leads back here. Exported
+        // (`[telemetry]`), it is the step's exported span, in the request's trace.
+        let exported = oncerpc_core::trace::export().and_then(|e| e.traceparent(&tracing::Span::current()));
+        let traceparent = match (exported, &ctx.trace) {
+            (Some(tp), _) => Some(tp),
+            (None, Some(trace)) => Some(trace.child().0),
+            (None, None) => None,
+        };
+        if let Some(traceparent) = traceparent {
+            let span_id = traceparent.split('-').nth(2).unwrap_or_default();
             // The request's span carries the trace id.
             tracing::debug!(step = %step.name, span_id = %span_id, "upstream step request");
-            req = req.header("traceparent", traceparent);
-            if let Some(state) = &trace.state {
+            req = req.header("traceparent", &traceparent);
+            if let Some(state) = ctx.trace.as_ref().and_then(|t| t.state.as_ref()) {
                 req = req.header("tracestate", state);
             }
         }

@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod mcp_upstreams;
 pub mod retry;
 pub mod secrets;
+pub mod telemetry;
 pub mod upstream;
 pub mod webhooks;
 

@@ -103,10 +103,15 @@ impl<'a> MakeWriter<'a> for QueueWriter {
 pub struct LogGuard {
     queue: Arc<Queue>,
     done: std::sync::mpsc::Receiver<()>,
+    /// The span export (`[telemetry]`), flushed first when the process ends.
+    telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl Drop for LogGuard {
     fn drop(&mut self) {
+        if let Some(t) = self.telemetry.take() {
+            t.shutdown();
+        }
         self.queue.stop.store(true, Ordering::Relaxed);
         let _ = self.done.recv_timeout(EXIT_FLUSH);
     }
@@ -146,7 +151,7 @@ where
             let _ = tx.send(());
         })
         .expect("spawn the log writer thread");
-    (QueueWriter(queue.clone()), LogGuard { queue, done })
+    (QueueWriter(queue.clone()), LogGuard { queue, done, telemetry: None })
 }
 
 impl QueueWriter {
@@ -187,7 +192,15 @@ impl tracing_subscriber::fmt::time::FormatTime for CachedSecondTime {
 /// per span; only a filter that needs `EnvFilter`'s span-field directives gets `EnvFilter`,
 /// whose bookkeeping on every span enter and exit (a shared lock) cost several percent of a
 /// query's throughput on two cores.
-pub fn init<W>(settings: &LogSettings, sink: W) -> LogGuard
+///
+/// With `telemetry` (`[telemetry]`'s pipeline), the core's exported spans
+/// ([`oncerpc_core::trace::SPAN_TARGET`]) go to its layer and are left out of the log lines;
+/// the filter then lets them through at `info` whatever the log level.
+pub fn init<W>(
+    settings: &LogSettings,
+    sink: W,
+    telemetry: Option<(crate::telemetry::OtelLayer, crate::telemetry::Telemetry)>,
+) -> LogGuard
 where
     W: Write + Send + 'static,
 {
@@ -196,13 +209,18 @@ where
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
 
-    let (writer, guard) = writer(sink, settings.buffer_lines);
+    let (writer, mut guard) = writer(sink, settings.buffer_lines);
     let counter = writer.clone();
     oncerpc_core::set_log_lines_dropped_source(move || counter.dropped());
     let spec = std::env::var("RUST_LOG")
         .ok()
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| settings.level.clone());
+    if let Some((otel, t)) = telemetry {
+        guard.telemetry = Some(t);
+        init_exporting(&spec, settings.format, writer, otel);
+        return guard;
+    }
     type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
     let filter: Boxed = match spec.parse::<Targets>() {
         Ok(targets) => Box::new(targets),
@@ -218,6 +236,34 @@ where
     };
     filtered.with(fmt).init();
     guard
+}
+
+/// [`init`] with the span export: per-layer filters, the log's (the level, without the exported
+/// spans) and the export's (the exported spans only). Built only when `[telemetry]` is on, so
+/// the plain path keeps its global filter.
+fn init_exporting(spec: &str, format: LogFormat, writer: QueueWriter, otel: crate::telemetry::OtelLayer) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let not_exported = filter_fn(|m| m.target() != oncerpc_core::trace::SPAN_TARGET);
+    let exported = filter_fn(|m| m.target() == oncerpc_core::trace::SPAN_TARGET && m.is_span());
+    let base = tracing_subscriber::registry().with(otel.with_filter(exported));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_timer(CachedSecondTime);
+    let json = |fmt: tracing_subscriber::fmt::Layer<_, _, _, _>| {
+        fmt.json().with_current_span(true).with_span_list(false)
+    };
+    match (spec.parse::<Targets>(), format) {
+        (Ok(t), LogFormat::Text) => base.with(fmt.with_ansi(false).with_filter(t.and(not_exported))).init(),
+        (Ok(t), LogFormat::Json) => base.with(json(fmt).with_filter(t.and(not_exported))).init(),
+        (Err(_), LogFormat::Text) => {
+            base.with(fmt.with_ansi(false).with_filter(EnvFilter::new(spec).and(not_exported))).init()
+        }
+        (Err(_), LogFormat::Json) => {
+            base.with(json(fmt).with_filter(EnvFilter::new(spec).and(not_exported))).init()
+        }
+    }
 }
 
 #[cfg(test)]

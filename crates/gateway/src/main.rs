@@ -182,11 +182,20 @@ fn start(
     config: Option<&PathBuf>,
     o: Overrides,
 ) -> Result<(tokio::runtime::Runtime, App, LogGuard), ExitCode> {
-    let log = logging::init(&log.settings(), std::io::stderr());
+    // The config first: `[telemetry]` is part of how the log is set up (nothing logs before).
     let mut cfg = load(config).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
     })?;
+    let telemetry = oncerpc::telemetry::pipeline(&cfg.telemetry).map_err(|e| {
+        eprintln!("oncerpc: {e}");
+        ExitCode::from(2)
+    })?;
+    let exporting = cfg.telemetry.traces_url().filter(|_| telemetry.is_some());
+    let log = logging::init(&log.settings(), std::io::stderr(), telemetry);
+    if let Some(url) = exporting {
+        tracing::info!(endpoint = %oncerpc_core::redact_url(&url), service = %cfg.telemetry.service_name, sampling_ratio = cfg.telemetry.sampling_ratio, "exporting spans over OTLP");
+    }
     if let Some(l) = o.listen {
         cfg.listen = l;
     }

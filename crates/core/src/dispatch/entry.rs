@@ -182,7 +182,10 @@ impl Dispatcher {
 /// already (a batch entry's, the flows door's), that one serves and none is opened.
 pub(super) fn execution_span(cid: &str, trace: Option<&crate::TraceContext>) -> tracing::Span {
     let current = tracing::Span::current();
-    if !current.is_disabled() {
+    // An exported request span (`trace::SPAN_TARGET`) is not logged: the execution gets its
+    // own, a child of it, for the log lines.
+    let exported = current.metadata().is_some_and(|m| m.target() == crate::trace::SPAN_TARGET);
+    if !current.is_disabled() && !exported {
         return current;
     }
     match trace {

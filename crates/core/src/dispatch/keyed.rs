@@ -130,14 +130,20 @@ impl Dispatcher {
         // outcome), and goes on storing it if that write failed.
         let (reply, answered) = tokio::sync::oneshot::channel();
         let span = super::entry::execution_span(&ctx.correlation_id, ctx.trace.as_ref());
+        // The request's exported span (`[telemetry]`) goes along into the task: entered there
+        // under the logged one, it stays the parent of the claim's and the steps' spans.
+        let exported = crate::trace::exported_current();
         self.exec.spawn(
             async move {
                 // Held until the outcome is stored, not only until the client is answered.
                 let _permit = permit;
                 let deadline = started + method.spec.timeout;
                 let mut event = None;
-                let token = match exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline).await
-                {
+                let claiming = exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline);
+                let claim = crate::trace::claim_span();
+                let claimed =
+                    if claim.is_disabled() { claiming.await } else { claiming.instrument(claim).await };
+                let token = match claimed {
                     Err(e) => return drop(reply.send((Outcome::Error(e), None))),
                     Ok(Acquired::Not(claim)) => return drop(reply.send(answer(claim))),
                     Ok(Acquired::Owner { token, kind, .. }) => {
@@ -166,6 +172,7 @@ impl Dispatcher {
                     exec.settle_event(id, token, &outcome, &settled).await;
                 }
             }
+            .instrument(exported)
             .instrument(span),
         );
         match answered.await {

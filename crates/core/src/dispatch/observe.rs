@@ -2,7 +2,9 @@
 //! request dropped before its answer.
 
 use std::sync::Arc;
+
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use oncerpc_protocol::{Outcome, RawValue};
 
@@ -41,7 +43,14 @@ impl Dispatcher {
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
         let mut unanswered = Unanswered { metrics: &self.metrics, method, cid: &cid, started, armed: true };
-        let (outcome, idempotency) = self.execute(method, params, cid.clone(), meta, local, started).await;
+        // The request's exported span, when spans are exported (`[telemetry]`).
+        let span = crate::trace::request_span(&method.name, &cid, &meta.tenant, meta.trace.as_ref());
+        let executing = self.execute(method, params, cid.clone(), meta, local, started);
+        let (outcome, idempotency) =
+            if span.is_disabled() { executing.await } else { executing.instrument(span.clone()).await };
+        if outcome.is_error() {
+            crate::trace::set_error(&span);
+        }
         unanswered.armed = false;
         let elapsed = started.elapsed();
         self.observe(&method.name, &cid, Some(method), meta, &outcome, idempotency.as_ref(), elapsed, local);
