@@ -134,8 +134,9 @@ pub(crate) struct RawParams<'a> {
     pub name: Option<&'a RawValue>,
     #[serde(borrow)]
     pub arguments: Option<&'a RawValue>,
+    /// Read in the same pass as the other members.
     #[serde(rename = "_meta", borrow)]
-    pub meta: Option<&'a RawValue>,
+    pub meta: Option<MetaMember<'a>>,
     #[serde(borrow)]
     pub task: Option<&'a RawValue>,
     #[serde(rename = "taskId", borrow)]
@@ -169,21 +170,87 @@ impl<'a> CallParams<'a> {
         }
     }
 
-    /// From members read elsewhere: `_meta` is read here (a `_meta` that is not an object is
-    /// no `_meta`).
+    /// From the members read (a `_meta` that is not an object is no `_meta`).
     pub(crate) fn new(
         name: Option<&'a RawValue>,
         arguments: Option<&'a RawValue>,
-        meta: Option<&'a RawValue>,
+        meta: Option<MetaMember<'a>>,
     ) -> Result<CallParams<'a>, RpcError> {
-        let meta = match meta.filter(|m| starts_with(m, '{')) {
-            Some(raw) => Some(
-                serde_json::from_str(raw.get())
-                    .map_err(|e| RpcError::invalid_params(format!("invalid _meta: {e}")))?,
-            ),
-            None => None,
+        let meta = match meta {
+            Some(MetaMember::Object(m)) => Some(m),
+            Some(MetaMember::Other) | None => None,
         };
         Ok(CallParams { name, arguments, meta, task: None })
+    }
+}
+
+/// [`RawParams`] read from an object only (a struct would take an array too).
+pub(crate) struct ParamsObject<'a>(pub RawParams<'a>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for ParamsObject<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for ObjectVisitor<'a> {
+            type Value = ParamsObject<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("params as an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let de = serde::de::value::MapAccessDeserializer::new(map);
+                <RawParams<'a> as serde::Deserialize>::deserialize(de).map(ParamsObject)
+            }
+        }
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+    }
+}
+
+/// `params._meta` as read with the other members: its members when it is an object, else
+/// nothing to read.
+pub(crate) enum MetaMember<'a> {
+    Object(CallMeta<'a>),
+    Other,
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for MetaMember<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+        struct MetaVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for MetaVisitor<'a> {
+            type Value = MetaMember<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a _meta value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                // A member it cannot read (a duplicate) fails the params, naming `_meta`.
+                let de = serde::de::value::MapAccessDeserializer::new(&mut map);
+                <CallMeta<'a> as serde::Deserialize>::deserialize(de)
+                    .map(MetaMember::Object)
+                    .map_err(|e| serde::de::Error::custom(format_args!("invalid _meta: {e}")))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MetaMember::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(MetaMember::Other)
+            }
+        }
+        d.deserialize_any(MetaVisitor(std::marker::PhantomData))
     }
 }
 
@@ -397,4 +464,36 @@ pub(crate) fn write_tool_result(
     out.extend_from_slice(b"}}");
     // Only JSON text and valid UTF-8 went in.
     String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(params: &str) -> Result<CallParams<'_>, RpcError> {
+        let p: RawParams<'_> = serde_json::from_str(params).expect("params read");
+        CallParams::new(p.name, p.arguments, p.meta)
+    }
+
+    #[test]
+    fn meta_is_read_with_the_other_members_and_a_non_object_is_none() {
+        let call = read(
+            r#"{"name":"add","_meta":{"progressToken":7,"io.oncerpc/idempotency-key":"k-1","x":[1,{"y":2}]},"arguments":{"a":1}}"#,
+        )
+        .unwrap();
+        let meta = call.meta.expect("an object _meta");
+        assert_eq!(meta.progress_token.map(RawValue::get), Some("7"));
+        assert_eq!(meta.key.map(RawValue::get), Some(r#""k-1""#));
+        assert_eq!(call.arguments.map(RawValue::get), Some(r#"{"a":1}"#));
+        for other in
+            [r#"{"_meta":[1,[2]]}"#, r#"{"_meta":"x"}"#, r#"{"_meta":null}"#, r#"{"_meta":1.5}"#, r#"{}"#]
+        {
+            assert!(read(other).unwrap().meta.is_none(), "{other}");
+        }
+        let dup = serde_json::from_str::<RawParams<'_>>(
+            r#"{"_meta":{"progressToken":1,"progressToken":2},"name":"add"}"#,
+        );
+        let e = dup.err().expect("refused").to_string();
+        assert!(e.contains("invalid _meta") && e.contains("duplicate"), "{e}");
+    }
 }

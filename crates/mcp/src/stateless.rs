@@ -195,22 +195,32 @@ impl McpServer {
                 message: Some(r.error.message.into_owned()),
             }
         };
-        let message = match oncerpc_protocol::parse(body) {
-            Ok(m) => m,
-            Err(e) => return refused(None, Refused::new(Refusal::Malformed, e)),
-        };
-        let entry = match message {
-            Message::Single(entry) => entry,
-            Message::Batch(_) => {
-                let e = RpcError::invalid_request(
-                    "batches are not part of 2026-07-28: send one request per message",
-                );
-                return refused(None, Refused::new(Refusal::Batch, e));
+        // The common message in one pass; anything else through the JSON-RPC parser.
+        let (req, members) = match fast_call(body) {
+            Some((id, members)) => {
+                (Request { method: Cow::Borrowed("tools/call"), params: None, id: Some(id) }, Some(members))
             }
-        };
-        let req = match entry {
-            Entry::Valid(req) => req,
-            Entry::Invalid { id, error } => return refused(id, Refused::new(Refusal::Malformed, error)),
+            None => {
+                let message = match oncerpc_protocol::parse(body) {
+                    Ok(m) => m,
+                    Err(e) => return refused(None, Refused::new(Refusal::Malformed, e)),
+                };
+                let entry = match message {
+                    Message::Single(entry) => entry,
+                    Message::Batch(_) => {
+                        let e = RpcError::invalid_request(
+                            "batches are not part of 2026-07-28: send one request per message",
+                        );
+                        return refused(None, Refused::new(Refusal::Batch, e));
+                    }
+                };
+                match entry {
+                    Entry::Valid(req) => (req, None),
+                    Entry::Invalid { id, error } => {
+                        return refused(id, Refused::new(Refusal::Malformed, error));
+                    }
+                }
+            }
         };
         let mut session = Session::new(tenant.clone());
         session.version = Some(STATELESS_VERSIONS[0]);
@@ -222,7 +232,7 @@ impl McpServer {
             tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, stopped, "MCP notification (2026-07-28)");
             return StatelessAnswer { body: None, status: Status::Accepted, message: None };
         };
-        let params = match checked(&req, headers) {
+        let params = match checked(&req, members, headers) {
             Ok(p) => p,
             Err(r) => return refused(Some(id), r),
         };
@@ -419,19 +429,24 @@ impl Checked<'_> {
 /// A stateless request's params, once `_meta` and the HTTP headers are checked: `_meta`
 /// first (`-32602`), then the headers against the body (`-32020`), then the version
 /// (`-32022`).
-fn checked<'a>(req: &Request<'a>, headers: Option<&RequestHeaders<'_>>) -> Result<Checked<'a>, Refused> {
+fn checked<'a>(
+    req: &Request<'a>,
+    members: Option<call::RawParams<'a>>,
+    headers: Option<&RequestHeaders<'_>>,
+) -> Result<Checked<'a>, Refused> {
     const NEEDED: &str = "params._meta must carry io.modelcontextprotocol/protocolVersion (a string) and \
         io.modelcontextprotocol/clientCapabilities (an object) on every 2026-07-28 request";
     let not_object = || {
         let e = RpcError::new(ErrorCode::InvalidParams).reason("params must be an object");
         Refused::new(Refusal::Meta, e)
     };
-    let members: call::RawParams<'a> = match req.params {
-        None => call::RawParams::default(),
-        Some(raw) if call::starts_with(raw, '{') => {
-            serde_json::from_str(raw.get()).map_err(|_| not_object())?
-        }
-        Some(_) => return Err(not_object()),
+    let members: call::RawParams<'a> = match (members, req.params) {
+        (Some(read), _) => read,
+        (None, None) => call::RawParams::default(),
+        (None, Some(raw)) if call::starts_with(raw, '{') => serde_json::from_str(raw.get()).map_err(|e| {
+            Refused::new(Refusal::Meta, RpcError::invalid_params(format!("invalid params: {e}")))
+        })?,
+        (None, Some(_)) => return Err(not_object()),
     };
     let call = call::CallParams::new(members.name, members.arguments, members.meta)
         .map_err(|e| Refused::new(Refusal::Meta, e))?;
@@ -490,6 +505,46 @@ fn checked<'a>(req: &Request<'a>, headers: Option<&RequestHeaders<'_>>) -> Resul
         return Err(Refused::new(Refusal::Version, e));
     }
     Ok(Checked { call, raw: req.params })
+}
+
+/// A `tools/call` request read in one pass — the envelope and the members of its params the
+/// door reads — when it is the common message: exactly the members `jsonrpc: "2.0"`, `id`,
+/// `method: "tools/call"` and object `params`, none written with escapes or repeated, no
+/// deeper than the parser allows, and not asking for a task (a task reads the request
+/// again). `None` for everything else, which the JSON-RPC parser then reads and answers as it
+/// always does: this only spares the common call a second scan of its params.
+fn fast_call(body: &[u8]) -> Option<(Id<'_>, call::RawParams<'_>)> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Envelope<'a> {
+        #[serde(borrow)]
+        jsonrpc: &'a RawValue,
+        #[serde(borrow)]
+        id: &'a RawValue,
+        #[serde(borrow)]
+        method: &'a RawValue,
+        #[serde(borrow)]
+        params: call::ParamsObject<'a>,
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    if !text.trim_start().starts_with('{') || oncerpc_protocol::check_depth(text, 0).is_err() {
+        return None;
+    }
+    let m: Envelope<'_> = serde_json::from_str(text).ok()?;
+    if m.jsonrpc.get() != "\"2.0\"" || m.method.get() != "\"tools/call\"" {
+        return None;
+    }
+    let id = Id::from_raw(m.id)?;
+    let members = m.params.0;
+    let caps = members.meta.as_ref().and_then(|m| match m {
+        call::MetaMember::Object(meta) => meta.client_capabilities,
+        call::MetaMember::Other => None,
+    });
+    let plain = caps.is_none_or(|c| c.get().trim() == "{}")
+        || caps
+            .and_then(|c| serde_json::from_str::<Value>(c.get()).ok())
+            .is_some_and(|c| !tasks::declared_capabilities(&c));
+    plain.then_some((id, members))
 }
 
 /// A header value without its surrounding spaces and tabs; `None` when it has characters a
@@ -574,6 +629,36 @@ mod tests {
             list,
             json!({"resultType":"complete","ttlMs":LIST_TTL_MS,"cacheScope":"public","tools":[]})
         );
+    }
+
+    #[test]
+    fn only_the_common_call_takes_the_one_pass_read_everything_else_the_parser() {
+        let meta = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+        let body = |s: String| s.into_bytes();
+        let common = body(format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"add","arguments":{{"a":1}},{meta}}}}}"#
+        ));
+        let (id, members) = fast_call(&common).expect("the common call");
+        assert_eq!(id.raw(), "7");
+        assert_eq!(members.name.map(RawValue::get), Some(r#""add""#));
+        assert!(matches!(members.meta, Some(call::MetaMember::Object(_))));
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        for other in [
+            format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{{meta}}}}}]"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{{meta}}},"extra":1}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{{{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools\u002fcall","params":{{{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{{{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":true,"method":"tools/call","params":{{{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{{meta}}}}}"#),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["add"]}"#.to_owned(),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"arguments":{deep},{meta}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{{meta}}}}} x"#),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}"#.to_owned(),
+        ] {
+            assert!(fast_call(other.as_bytes()).is_none(), "{other}");
+        }
     }
 
     #[test]

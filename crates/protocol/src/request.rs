@@ -37,6 +37,12 @@ impl PartialEq for Id<'_> {
 impl Eq for Id<'_> {}
 
 impl<'a> Id<'a> {
+    /// An id read by a door's own parser: `None` unless the JSON value is one the rules
+    /// allow (a string, a number or null), as [`parse`] checks it.
+    pub fn from_raw(raw: &'a RawValue) -> Option<Id<'a>> {
+        matches!(raw.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9' | b'n')).then_some(Id(raw))
+    }
+
     /// The id's JSON text exactly as received (`1.0`, `"a\u0062"`, `null`, …).
     pub fn raw(&self) -> &'a str {
         self.0.get()
@@ -327,6 +333,13 @@ pub fn check_depth(raw: &str, base: usize) -> Result<(), String> {
     let bytes = raw.as_bytes();
     // Scalars and shallow values are the common case: nothing to scan.
     if !matches!(bytes.first(), Some(b'{' | b'[')) {
+        return Ok(());
+    }
+    // Depth grows only at an opening bracket: with no more of them than the room left (those
+    // inside strings counted too), it cannot pass the limit. A count is one vectorised pass;
+    // the exact scan below runs only for values that hold that many brackets.
+    let openers = bytes.iter().filter(|&&b| b == b'{' || b == b'[').count();
+    if base + openers <= MAX_DEPTH {
         return Ok(());
     }
     let (mut depth, mut in_str, mut esc) = (base, false, false);

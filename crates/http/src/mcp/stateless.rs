@@ -33,17 +33,23 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
     // The headers the request is checked against, kept by the answer (a HeaderValue is a
     // shared buffer: no copy of the request's headers).
     let owned = Owned::from(headers);
-    let state = st.clone();
-    let answering = |outbox| async move {
-        let door = state.mcp.as_ref().expect("the MCP door is on");
-        let checked = owned.borrowed();
-        door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
-    };
-    let answer = match crate::sse::respond(headers, answering, |a| a.body).await {
-        Ok(done) => done,
-        Err(events) => return events,
-    };
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    // A request that asks for neither progress nor log messages gets no notification: it is
+    // answered without the event-stream machinery (a channel and a boxed future per call).
+    let answer = if may_notify(&bytes) {
+        let state = st.clone();
+        let answering = |outbox| async move {
+            let door = state.mcp.as_ref().expect("the MCP door is on");
+            let checked = owned.borrowed();
+            door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
+        };
+        match crate::sse::respond(headers, answering, |a| a.body).await {
+            Ok(done) => done,
+            Err(events) => return events,
+        }
+    } else {
+        door.server.stateless_with(&bytes, tenant, Some(&owned.borrowed()), None).await
+    };
     match (answer.status, answer.body) {
         (Status::Refused(why), Some(body)) => {
             let message = answer.message.unwrap_or_default();
@@ -53,6 +59,15 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
         (_, Some(body)) => crate::json_response(StatusCode::OK, body, None),
         (_, None) => StatusCode::ACCEPTED.into_response(),
     }
+}
+
+/// Whether a stateless request may send notifications while it is answered: only a call whose
+/// `_meta` has a `progressToken` or `io.modelcontextprotocol/logLevel` does. Read as bytes (a
+/// member name spelt with escapes is not seen, and its call then answers without them); a
+/// false positive only costs the event-stream set-up.
+fn may_notify(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"\"progressToken\"").is_some()
+        || memchr::memmem::find(body, b"\"io.modelcontextprotocol/logLevel\"").is_some()
 }
 
 /// The MCP headers of a request, owned (checked against the body, as received).
