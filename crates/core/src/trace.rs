@@ -79,8 +79,12 @@ pub fn new_span_id() -> String {
 /// `_meta` is a reserved member of params: no part of the fingerprint.
 pub fn from_params(params: Option<&serde_json::value::RawValue>) -> Option<TraceContext> {
     let text = params?.get();
-    // Most requests have no `_meta`: a scan of their text, not a parse.
-    if !text.contains("\"_meta\"") {
+    // Most requests have no `_meta`: a byte search of their text (each `_` looked at), not a
+    // parse.
+    let bytes = text.as_bytes();
+    let named = memchr::memchr_iter(b'_', bytes)
+        .any(|i| i > 0 && bytes[i - 1] == b'"' && bytes[i..].starts_with(b"_meta\""));
+    if !named {
         return None;
     }
     #[derive(serde::Deserialize)]
