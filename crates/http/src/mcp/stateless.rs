@@ -66,8 +66,13 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
 /// member name spelt with escapes is not seen, and its call then answers without them); a
 /// false positive only costs the event-stream set-up.
 fn may_notify(body: &[u8]) -> bool {
-    memchr::memmem::find(body, b"\"progressToken\"").is_some()
-        || memchr::memmem::find(body, b"\"io.modelcontextprotocol/logLevel\"").is_some()
+    use std::sync::LazyLock;
+    // Built once: building a searcher costs more than the search (~1.8k instructions each).
+    static PROGRESS: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\"progressToken\""));
+    static LOG_LEVEL: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\"io.modelcontextprotocol/logLevel\""));
+    PROGRESS.find(body).is_some() || LOG_LEVEL.find(body).is_some()
 }
 
 /// The MCP headers of a request, owned (checked against the body, as received).
