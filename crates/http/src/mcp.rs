@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use oncerpc_core::LogSafe;
 use oncerpc_core::store::now_ms;
@@ -75,12 +75,12 @@ pub(crate) async fn post(
     };
     // The stateless revision (2026-07-28), chosen per request: no session, and _meta or the
     // version header names a revision of that era.
-    if header_str(&headers, SESSION_HEADER).is_none()
-        && oncerpc_mcp::stateless::is_stateless(&bytes, header_str(&headers, VERSION_HEADER))
+    if header_str(&headers, &SESSION_NAME).is_none()
+        && oncerpc_mcp::stateless::is_stateless(&bytes, header_str(&headers, &VERSION_NAME))
     {
         return stateless::post(st.clone(), &headers, bytes, tenant).await;
     }
-    if let Some(v) = header_str(&headers, VERSION_HEADER)
+    if let Some(v) = header_str(&headers, &VERSION_NAME)
         && !SESSION_VERSIONS.contains(&v)
     {
         let served = SESSION_VERSIONS.join(", ");
@@ -92,7 +92,7 @@ pub(crate) async fn post(
         Ok(r) => r,
         Err(e) => return refuse(door, "key_header", StatusCode::BAD_REQUEST, e.message.to_string()),
     };
-    let token = header_str(&headers, SESSION_HEADER).map(str::to_owned);
+    let token = header_str(&headers, &SESSION_NAME).map(str::to_owned);
     let (mut session, opening): (Session, bool) = match token.as_deref() {
         Some(token) => match door.sessions.check(token, now_ms()).await {
             Ok(id) if *id.tenant == *tenant => {
@@ -158,7 +158,7 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
         Ok(t) => t,
         Err(resp) => return *resp,
     };
-    let Some(token) = header_str(&headers, SESSION_HEADER) else {
+    let Some(token) = header_str(&headers, &SESSION_NAME) else {
         return refuse(door, "no_session", StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
     };
     match door.sessions.tokens().verify(token, now_ms()) {
@@ -213,9 +213,14 @@ fn origin_allowed(st: &AppState, headers: &HeaderMap) -> Result<(), Box<Response
     )))
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// A header's value as text. The name is a `HeaderName` constant: a `&str` would be parsed and
+/// checked again on every lookup.
+fn header_str<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
+
+const SESSION_NAME: HeaderName = HeaderName::from_static(SESSION_HEADER);
+const VERSION_NAME: HeaderName = HeaderName::from_static(VERSION_HEADER);
 
 fn session_not_found(door: &McpDoor) -> Response {
     let message = "unknown or ended MCP session: initialize a new one".to_owned();

@@ -285,7 +285,7 @@ pub(crate) fn starts_with(raw: &RawValue, c: char) -> bool {
 pub(crate) fn text_of(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
     let s = raw.get().trim();
     let inner = s.strip_prefix('"')?.strip_suffix('"')?;
-    if inner.contains(['\\', '"']) {
+    if inner.bytes().any(|b| b == b'\\' || b == b'"') {
         serde_json::from_str::<String>(s).ok().map(std::borrow::Cow::Owned)
     } else {
         Some(std::borrow::Cow::Borrowed(inner))

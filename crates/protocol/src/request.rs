@@ -338,7 +338,7 @@ pub fn check_depth(raw: &str, base: usize) -> Result<(), String> {
     // Depth grows only at an opening bracket: with no more of them than the room left (those
     // inside strings counted too), it cannot pass the limit. A count is one vectorised pass;
     // the exact scan below runs only for values that hold that many brackets.
-    let openers = bytes.iter().filter(|&&b| b == b'{' || b == b'[').count();
+    let openers = memchr::memchr2_iter(b'{', b'[', bytes).count();
     if base + openers <= MAX_DEPTH {
         return Ok(());
     }
