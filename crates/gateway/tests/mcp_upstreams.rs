@@ -438,6 +438,55 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     assert_eq!(status(&again), "duplicate", "{again}");
     let ran = log.of("slow_charge", Some(&slow_key));
     assert_eq!(ran.len(), 2, "once before the kill, once after the restart: {ran:?}");
+
+    // The same as a task: the upstream killed under it, the task ends with the upstream's
+    // failure, which is not stored; the same call again, once the upstream is back, is a new
+    // run of the same task, which completes.
+    let task_key = unique("slow-task");
+    let tasks = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
+    let mut body = call(6, "pay.slow_charge", json!({"amount": 9}), &task_key);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = tasks.clone();
+    log.hold();
+    let starts = log.starts();
+    let created = post(&http, &body).await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    wait_for("the task's call to reach the upstream", || log.of("slow_charge", Some(&task_key)).len() == 1)
+        .await;
+    let pid = log.last_pid().expect("the upstream's pid");
+    assert_eq!(unsafe { libc_kill(pid, 9) }, 0, "kill -9 the upstream");
+    let meta = json!({ "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": tasks });
+    let get = json!({"jsonrpc":"2.0","id":7,"method":"tasks/get","params":{"taskId": id, "_meta": meta}});
+    let settled = |http: Http, get: Value| async move {
+        for _ in 0..400 {
+            let task = post(&http, &get).await;
+            if task["status"] != "working" {
+                return task;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the task did not settle");
+    };
+    let ended = settled(http.clone(), get.clone()).await;
+    assert_eq!(ended["result"]["structuredContent"]["code"], -32006, "the upstream's failure: {ended}");
+    log.release();
+    wait_for("oncerpc to start the upstream again", || log.starts() > starts).await;
+    wait_up(&http, "pay").await;
+    let mut again = Value::Null;
+    for _ in 0..100 {
+        again = post(&http, &body).await;
+        assert_eq!(again["taskId"], id.as_str(), "the same task: {again}");
+        let done = settled(http.clone(), get.clone()).await;
+        if done["result"]["isError"] == false {
+            again = done;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(again["status"], "completed", "{again}");
+    assert_eq!(again["result"]["isError"], false, "{again}");
+    let ran = log.of("slow_charge", Some(&task_key));
+    assert_eq!(ran.len(), 2, "once under the kill, once again after the restart: {ran:?}");
 }
 
 /// `kill -9` of oncerpc after it stored the outcome: restarted, the retry gets the stored
