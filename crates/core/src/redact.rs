@@ -87,8 +87,31 @@ impl fmt::Debug for LogSafe<'_> {
     }
 }
 
+/// Whether a URL carries a user or password (`https://user:pass@host/…`). Configuration refuses
+/// such URLs where a credential belongs in a header: a URL reaches log lines. The user info
+/// ends at the last `@` before the query, as [`redact_url`] reads it (a password may hold `/`);
+/// an `@` later in the path (`/users/@me`) is none.
+pub fn has_userinfo(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let before_query = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
+    before_query.rfind('@').is_some_and(|at| {
+        let user = &before_query[..at];
+        user.contains(':') || !user.contains('/')
+    })
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn user_info_is_found_before_the_query_and_a_password_may_hold_a_slash() {
+        for yes in ["https://bot:s3cret@mail.example/mcp", "http://bot@h/x", "https://u:p/w@h/mcp"] {
+            assert!(has_userinfo(yes), "{yes}");
+        }
+        for no in ["https://mail.example/mcp?to=a@b.example", "http://h/users/@me", "http://127.0.0.1:4318"] {
+            assert!(!has_userinfo(no), "{no}");
+        }
+    }
     use super::*;
 
     #[test]

@@ -98,9 +98,7 @@ impl UpstreamConfig {
                 }
                 // Credentials go in `headers` (from `${ENV}`), never in the URL: a URL is shown
                 // in logs and errors, a header is not.
-                let authority = url.split_once("://").map_or("", |(_, rest)| rest);
-                let authority = authority.split(['/', '?', '#']).next().unwrap_or("");
-                if authority.contains('@') {
+                if oncerpc_core::has_userinfo(url) {
                     return Err(format!(
                         "mcp.upstreams.{name}.url must not carry a user or password: \
                          put the credential in headers, e.g. Authorization = \"Bearer ${{TOKEN}}\""

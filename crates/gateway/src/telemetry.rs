@@ -84,7 +84,7 @@ impl TelemetrySection {
             return Err("telemetry.otlp_endpoint must be an http:// or https:// URL".into());
         }
         // A URL reaches log lines; a credential goes in `headers`.
-        if rest.split(['/', '?', '#']).next().unwrap_or("").contains('@') {
+        if oncerpc_core::has_userinfo(url) {
             return Err(
                 "telemetry.otlp_endpoint must not carry a user or password: put the credential in headers"
                     .into(),
