@@ -408,12 +408,7 @@ impl Checked<'_> {
 
     /// Whether the client declares the tasks extension in its capabilities.
     fn declares_tasks(&self) -> bool {
-        let caps = self.call.meta.as_ref().and_then(|m| m.client_capabilities);
-        // `{}` (most requests) needs no tree.
-        match caps.map(|c| c.get().trim()) {
-            None | Some("{}") => false,
-            Some(c) => serde_json::from_str::<Value>(c).is_ok_and(|caps| tasks::declared_capabilities(&caps)),
-        }
+        declares_tasks(self.call.meta.as_ref())
     }
 
     /// The params as a tree, every member but `arguments` (which no method here reads). They
@@ -536,15 +531,21 @@ fn fast_call(body: &[u8]) -> Option<(Id<'_>, call::RawParams<'_>)> {
     }
     let id = Id::from_raw(m.id)?;
     let members = m.params.0;
-    let caps = members.meta.as_ref().and_then(|m| match m {
-        call::MetaMember::Object(meta) => meta.client_capabilities,
-        call::MetaMember::Other => None,
-    });
-    let plain = caps.is_none_or(|c| c.get().trim() == "{}")
-        || caps
-            .and_then(|c| serde_json::from_str::<Value>(c.get()).ok())
-            .is_some_and(|c| !tasks::declared_capabilities(&c));
-    plain.then_some((id, members))
+    let meta = match &members.meta {
+        Some(call::MetaMember::Object(meta)) => Some(meta),
+        _ => None,
+    };
+    (!declares_tasks(meta)).then_some((id, members))
+}
+
+/// Whether a request's `_meta` declares the tasks extension in its client capabilities.
+fn declares_tasks(meta: Option<&call::CallMeta<'_>>) -> bool {
+    let caps = meta.and_then(|m| m.client_capabilities);
+    // `{}` (most requests) needs no tree.
+    match caps.map(|c| c.get().trim()) {
+        None | Some("{}") => false,
+        Some(c) => serde_json::from_str::<Value>(c).is_ok_and(|caps| tasks::declared_capabilities(&caps)),
+    }
 }
 
 /// A header value without its surrounding spaces and tabs; `None` when it has characters a
