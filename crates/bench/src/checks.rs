@@ -126,6 +126,7 @@ impl Bench<'_> {
                     let verdict = judge_fixed(&resp, &expected);
                     Ok((format!("POST {} {body}", t.server.path()), resp, verdict))
                 }
+                Scenario::Unpinned { .. } => unreachable!("judged as its base scenario (run_one)"),
                 Scenario::Command { dup, .. } | Scenario::Flow { dup } => {
                     let flows = matches!(sc, Scenario::Flow { .. });
                     let (key, stored) = if *dup {
@@ -371,6 +372,7 @@ pub fn verify(
             return verify_query("sum", per, requests, conns, before, after);
         }
         Scenario::McpAdd { .. } | Scenario::McpCommand { .. } => unreachable!("handled above"),
+        Scenario::Unpinned { .. } => unreachable!("verified as its base scenario (run_one)"),
         Scenario::Command { dup, .. } | Scenario::Flow { dup } => {
             let method = if matches!(sc, Scenario::Flow { .. }) { FLOW } else { "counter.increment" };
             let st = |s: &str| d("oncerpc_idempotency_total", &[("method", method), ("status", s)]);

@@ -43,9 +43,21 @@ pub enum Group {
     /// The single call while `--stalled` slow-loris connections are held open (oncerpc only).
     Edge,
     /// The MCP door: `tools/call` `add` and a keyed `counter.increment` on oncerpc's `/mcp`
-    /// beside the same methods on `/rpc`, and rmcp serving `add`; every server pinned to one
-    /// core, wrk to another.
+    /// beside the same methods on `/rpc`, and rmcp serving `add`.
     Mcp,
+    /// The shared view: the single call and the batch at N connections again, on servers and
+    /// a wrk that share every CPU (the second table; only when the run pins).
+    Unpinned,
+}
+
+/// Whether the servers run pinned to one CPU and wrk to another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pin {
+    /// Pin on a machine with 2 CPUs or more.
+    Auto,
+    On,
+    Off,
 }
 
 /// Idempotency stores of the command scenarios.
@@ -99,7 +111,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub dup_keys: u64,
     /// Scenario groups to run (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows, Group::Edge, Group::Mcp])]
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Group::Shared, Group::Commands, Group::Flows, Group::Edge, Group::Mcp, Group::Unpinned])]
     pub groups: Vec<Group>,
     /// Stalled connections of the edge scenario: two thirds stall in their headers, one third
     /// in their bodies; each one the server closes is opened again.
@@ -118,14 +130,21 @@ pub struct RunArgs {
     pub redis_url: String,
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/test")]
     pub postgres_url: String,
-    /// CPU the MCP group's servers are pinned to (wrk of those rows gets `--mcp-wrk-cpu`).
-    #[arg(long, default_value_t = 0)]
-    #[serde(default)]
-    pub mcp_server_cpu: usize,
-    /// CPU wrk is pinned to for the MCP group's rows.
-    #[arg(long, default_value_t = 1)]
-    #[serde(default = "cpu_one")]
-    pub mcp_wrk_cpu: usize,
+    /// Pin every server to `--server-cpu` and wrk to `--wrk-cpu`, so a row's req/s is one
+    /// core's worth of server and its CPU per request is the server's own (`auto`: when the
+    /// machine has 2 CPUs or more). The `unpinned` group then repeats the shared scenarios
+    /// with nothing pinned.
+    #[arg(long, value_enum, default_value_t = Pin::Auto)]
+    #[serde(default = "pin_auto")]
+    pub pin: Pin,
+    /// The CPU the servers are pinned to.
+    #[arg(long, alias = "mcp-server-cpu", default_value_t = 0)]
+    #[serde(default, alias = "mcp_server_cpu")]
+    pub server_cpu: usize,
+    /// The CPU wrk is pinned to.
+    #[arg(long, alias = "mcp-wrk-cpu", default_value_t = 1)]
+    #[serde(default = "cpu_one", alias = "mcp_wrk_cpu")]
+    pub wrk_cpu: usize,
     /// Do not run `cargo build --release -p oncerpc -p oncerpc-bench --bins` first.
     #[arg(long)]
     pub no_build: bool,
@@ -146,6 +165,12 @@ fn cpu_one() -> usize {
     1
 }
 
+/// Runs recorded before `--pin` existed pinned the MCP group only; `redraw` reads them as
+/// `auto`.
+fn pin_auto() -> Pin {
+    Pin::Auto
+}
+
 impl RunArgs {
     pub fn has(&self, g: Group) -> bool {
         self.groups.contains(&g)
@@ -158,5 +183,14 @@ impl RunArgs {
             && [Group::Shared, Group::Commands, Group::Flows, Group::Edge, Group::Mcp]
                 .iter()
                 .all(|g| self.has(*g))
+    }
+
+    /// Whether servers and wrk are pinned, given the CPUs this process may use.
+    pub fn pinned(&self, cpus: usize) -> bool {
+        match self.pin {
+            Pin::On => true,
+            Pin::Off => false,
+            Pin::Auto => cpus >= 2 && self.server_cpu != self.wrk_cpu,
+        }
     }
 }

@@ -447,6 +447,15 @@ pub mod procfs {
         let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
         Some((total - idle, total))
     }
+
+    /// `used_cpu_user` + `used_cpu_sys` of Redis's `INFO cpu` answer, seconds.
+    pub fn redis_cpu(info: &str) -> Option<f64> {
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.trim().strip_prefix(name)?.strip_prefix(':')?.trim().parse::<f64>().ok())
+        };
+        Some(field("used_cpu_user")? + field("used_cpu_sys")?)
+    }
 }
 
 /// The median of `values` (the mean of the middle two for an even count); `NaN` when empty.
@@ -639,6 +648,10 @@ Transfer/sec:      6.27MB
         assert_eq!(procfs::cpu_ticks(stat), Some(300));
         let m = "cpu  100 5 50 800 20 1 2 0 0 0\ncpu0 1 2 3 4\n";
         assert_eq!(procfs::machine_ticks(m), Some((158, 978)));
+        let info = "# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\n\
+                    used_cpu_sys_children:9.000000\r\nused_cpu_sys_main_thread:1.000000\r\n";
+        assert_eq!(procfs::redis_cpu(info), Some(3.75));
+        assert_eq!(procfs::redis_cpu("# CPU\r\n"), None);
     }
 
     #[test]

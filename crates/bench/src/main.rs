@@ -37,6 +37,7 @@ mod chart;
 mod checks;
 mod cli;
 mod client;
+mod mcp_report;
 mod procs;
 mod report;
 mod run;

@@ -170,6 +170,15 @@ pub fn cpus_allowed() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The CPU seconds (user + system, every thread) the Redis server at `url` has used:
+/// `used_cpu_user` + `used_cpu_sys` of `redis-cli INFO cpu`; `None` without redis-cli.
+pub fn redis_cpu_secs(url: &str) -> Option<f64> {
+    let hp = url_host_port(url, 6379)?;
+    let (host, port) = hp.rsplit_once(':')?;
+    let out = Command::new("redis-cli").args(["-h", host, "-p", port, "INFO", "cpu"]).output().ok()?;
+    oncerpc_bench::procfs::redis_cpu(&String::from_utf8_lossy(&out.stdout))
+}
+
 /// A free loopback port (bound and released: another process could take it in between, which
 /// the readiness check would then report).
 pub fn free_addr() -> Result<SocketAddr, BoxError> {

@@ -27,6 +27,10 @@ pub struct Meta {
     #[serde(default)]
     pub rmcp: String,
     pub settings: RunArgs,
+    /// Whether the servers ran pinned to `settings.server_cpu` and wrk to `settings.wrk_cpu`
+    /// (runs before `--pin`: the MCP group only).
+    #[serde(default)]
+    pub pinned: bool,
     /// Prefix of every idempotency key (and Redis namespace) of this run.
     pub nonce: String,
     pub wall_time_s: f64,
@@ -72,12 +76,24 @@ pub struct Row {
     /// requests wrk counted).
     #[serde(default)]
     pub server_cpu_us: f64,
+    /// Median over the repetitions of this row's server CPU per request ÷ oncerpc's
+    /// single-call query's in the same repetition (commands and flows).
+    #[serde(default)]
+    pub cpu_per_query: Option<f64>,
+    /// The store server's own CPU per request, µs (Redis: `INFO cpu`), median.
+    #[serde(default)]
+    pub store_cpu_us: Option<f64>,
 }
 
 impl Row {
     /// A row of the MCP group.
     pub fn is_mcp(&self) -> bool {
         self.scenario.starts_with("mcp-")
+    }
+
+    /// A row of the shared view (nothing pinned).
+    pub fn is_unpinned(&self) -> bool {
+        self.scenario.starts_with("unpinned-")
     }
 }
 
@@ -93,6 +109,9 @@ pub struct Ratio {
     pub title: String,
     pub oncerpc_per_jsonrpsee: Option<f64>,
     pub oncerpc_per_floor: Option<f64>,
+    /// Server CPU per request, oncerpc ÷ jsonrpsee.
+    #[serde(default)]
+    pub cpu_oncerpc_per_jsonrpsee: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -150,13 +169,12 @@ pub fn build(
     }
     keys.sort_by_key(|(pos, _, server)| (*pos, server_rank(server)));
     let baseline = format!("single-c{}", meta.settings.connections);
-    let query_rps = |rep: u32| {
-        runs.iter()
-            .find(|r| {
-                r.rep == rep && r.scenario == baseline && r.server == "oncerpc" && r.wrk_error.is_none()
-            })
-            .map(|r| r.wrk.req_per_s)
+    let query = |rep: u32| {
+        runs.iter().find(|r| {
+            r.rep == rep && r.scenario == baseline && r.server == "oncerpc" && r.wrk_error.is_none()
+        })
     };
+    let query_rps = |rep: u32| query(rep).map(|r| r.wrk.req_per_s);
     let rows: Vec<Row> = keys
         .iter()
         .map(|(_, scenario, server)| {
@@ -165,13 +183,23 @@ pub fn build(
             let ok: Vec<&&RunRecord> = rs.iter().filter(|r| r.wrk_error.is_none()).collect();
             let col = |f: &dyn Fn(&RunRecord) -> f64| median(&ok.iter().map(|r| f(r)).collect::<Vec<_>>());
             let shared = scenario.starts_with("single-") || scenario.starts_with("batch");
-            let commands_per_query = (!shared && !scenario.starts_with("mcp-")).then(|| {
+            let own = !shared && !scenario.starts_with("mcp-") && !scenario.starts_with("unpinned-");
+            let commands_per_query = own.then(|| {
                 median(
                     &ok.iter()
                         .filter_map(|r| query_rps(r.rep).filter(|q| *q > 0.0).map(|q| r.wrk.req_per_s / q))
                         .collect::<Vec<_>>(),
                 )
             });
+            let cpu_per_query = own.then(|| {
+                median(
+                    &ok.iter()
+                        .filter_map(|r| query(r.rep).map(|q| cpu_us(r) / cpu_us(q)))
+                        .filter(|x| x.is_finite())
+                        .collect::<Vec<_>>(),
+                )
+            });
+            let store_cpu: Vec<f64> = ok.iter().filter_map(|r| r.store_cpu_us).collect();
             Row {
                 scenario: scenario.clone(),
                 title: rs.first().map(|r| r.title.clone()).unwrap_or_default(),
@@ -193,25 +221,25 @@ pub fn build(
                 other_cpu: col(&|r| r.other_cpu),
                 commands_per_query: commands_per_query.filter(|x| !x.is_nan()),
                 compilers_seen: rs.iter().any(|r| r.compilers_seen),
-                server_cpu_us: col(&|r| {
-                    if r.wrk.requests == 0 {
-                        f64::NAN
-                    } else {
-                        let wall = if r.wall_s > 0.0 { r.wall_s } else { r.wrk.duration_s };
-                        (r.server_cpu + r.upstream_cpu.unwrap_or(0.0)) * wall * 1e6 / r.wrk.requests as f64
-                    }
-                }),
+                server_cpu_us: col(&cpu_us),
+                cpu_per_query: cpu_per_query.filter(|x| !x.is_nan()),
+                store_cpu_us: (!store_cpu.is_empty()).then(|| median(&store_cpu)),
             }
         })
         .collect();
     let ratios = rows
         .iter()
-        .filter(|r| r.shared && r.server == "oncerpc")
+        .filter(|r| (r.shared || r.is_unpinned()) && r.server == "oncerpc")
         .map(|r| Ratio {
             scenario: r.scenario.clone(),
             title: r.title.clone(),
             oncerpc_per_jsonrpsee: rps(&rows, &r.scenario, "jsonrpsee").map(|j| r.req_per_s / j),
             oncerpc_per_floor: rps(&rows, &r.scenario, "floor").map(|f| r.req_per_s / f),
+            cpu_oncerpc_per_jsonrpsee: rows
+                .iter()
+                .find(|j| j.scenario == r.scenario && j.server == "jsonrpsee")
+                .map(|j| r.server_cpu_us / j.server_cpu_us)
+                .filter(|x| x.is_finite()),
         })
         .filter(|r| r.oncerpc_per_jsonrpsee.is_some() || r.oncerpc_per_floor.is_some())
         .collect();
@@ -269,6 +297,25 @@ pub fn build(
     Report { meta, rows, ratios, processes, skipped, notes, problems, clean, runs, anchor_runs, anchor }
 }
 
+/// A run's server CPU time per request, µs (the flow's upstream included); NaN without
+/// requests.
+fn cpu_us(r: &RunRecord) -> f64 {
+    if r.wrk.requests == 0 {
+        return f64::NAN;
+    }
+    let wall = if r.wall_s > 0.0 { r.wall_s } else { r.wrk.duration_s };
+    (r.server_cpu + r.upstream_cpu.unwrap_or(0.0)) * wall * 1e6 / r.wrk.requests as f64
+}
+
+/// How the run placed its processes, for the report's headings.
+pub fn pinning(m: &Meta) -> String {
+    if m.pinned {
+        format!("servers pinned to CPU {}, wrk to CPU {}", m.settings.server_cpu, m.settings.wrk_cpu)
+    } else {
+        "nothing pinned".into()
+    }
+}
+
 /// The median req/s of (scenario, server), when it ran.
 fn rps(rows: &[Row], scenario: &str, server: &str) -> Option<f64> {
     rows.iter()
@@ -294,15 +341,20 @@ pub fn thousands(x: f64) -> String {
     format!("{sign}{out}")
 }
 
-fn ms(x: f64) -> String {
+pub fn ms(x: f64) -> String {
     if x.is_nan() { "–".into() } else { format!("{x:.3}") }
 }
 
-fn ratio(x: Option<f64>) -> String {
+/// µs with one decimal, `–` when unknown.
+fn us(x: f64) -> String {
+    if x.is_finite() { format!("{x:.1}") } else { "–".into() }
+}
+
+pub fn ratio(x: Option<f64>) -> String {
     x.map_or("–".into(), |x| format!("{x:.2}"))
 }
 
-fn checks(r: &Row) -> String {
+pub fn checks(r: &Row) -> String {
     let before = format!("{}/{}", r.check_requests - r.wrong_answers, r.check_requests);
     if r.verifiable_runs == 0 {
         format!("{before} answers")
@@ -325,9 +377,19 @@ pub fn markdown(rep: &Report) -> String {
         (m.wall_time_s / 60.0).floor(),
         m.wall_time_s % 60.0
     );
+    let placement = if m.pinned {
+        format!(
+            "Every server (and the flow's upstream) is pinned to CPU {} and wrk to CPU {}: a row's req/s \
+             is what one core of server does, and its server CPU per request is the server's own; the \
+             shared view repeats the shared scenarios with nothing pinned.",
+            s.server_cpu, s.wrk_cpu
+        )
+    } else {
+        "Nothing is pinned: every server, the upstream and wrk share these CPUs.".to_owned()
+    };
     let _ = writeln!(
         w,
-        "- **Machine**: {}, {} CPUs, {:.1} GiB RAM, Linux {}. Every server, the upstream and wrk share these CPUs.",
+        "- **Machine**: {}, {} CPUs, {:.1} GiB RAM, Linux {}. {placement}",
         m.machine.cpu_model, m.machine.cpus, m.machine.memory_gib, m.machine.kernel
     );
     let _ = writeln!(
@@ -373,59 +435,8 @@ pub fn markdown(rep: &Report) -> String {
 
     let shared: Vec<&Row> = rep.rows.iter().filter(|r| r.shared).collect();
     if !shared.is_empty() {
-        let _ = writeln!(w, "## Same requests, three servers\n");
-        let _ = writeln!(
-            w,
-            "| scenario | server | req/s | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
-        );
-        let _ = writeln!(w, "|---|---|--:|--:|--:|--:|---|---|---|");
-        let mut last = String::new();
-        for r in &shared {
-            let title = if r.scenario == last { String::new() } else { r.title.clone() };
-            last = r.scenario.clone();
-            let _ = writeln!(
-                w,
-                "| {title} | {}{} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
-                r.server,
-                if r.compilers_seen { " †" } else { "" },
-                thousands(r.req_per_s),
-                ms(r.p50_ms),
-                ms(r.p99_ms),
-                r.errors(),
-                r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
-                r.server_cpu,
-                r.wrk_cpu,
-                r.other_cpu,
-                checks(r)
-            );
-        }
-        if !rep.ratios.is_empty() {
-            let _ = writeln!(w, "\n| scenario | oncerpc / jsonrpsee | oncerpc / floor |");
-            let _ = writeln!(w, "|---|--:|--:|");
-            for r in &rep.ratios {
-                let _ = writeln!(
-                    w,
-                    "| {} | {} | {} |",
-                    r.title,
-                    ratio(r.oncerpc_per_jsonrpsee),
-                    ratio(r.oncerpc_per_floor)
-                );
-            }
-            let _ = writeln!(w, "\n| scenario | defaults / `--log-level warn` |\n|---|--:|");
-            for r in shared.iter().filter(|r| r.server == "oncerpc") {
-                if let Some(warn) = rps(&rep.rows, &r.scenario, "oncerpc-warn") {
-                    let _ = writeln!(w, "| {} | {} |", r.title, ratio(Some(r.req_per_s / warn)));
-                }
-            }
-            let _ = writeln!(
-                w,
-                "\nRatios of the median req/s. Methods: oncerpc's demo `sum` with params `[1,2]`, \
-                 jsonrpsee's `add` `[1,2]` (the same work); the floor is sent jsonrpsee's bodies and \
-                 answers a fixed `{{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}}` (or the fixed 50-answer \
-                 array) after parsing the body. For the batch, req/s counts HTTP requests of 50 calls \
-                 each (calls/s = 50 × req/s)."
-            );
-        }
+        let _ = writeln!(w, "## Same requests, three servers ({})\n", pinning(m));
+        shared_table(w, rep, &shared);
         let baseline = format!("single-c{}", s.connections);
         let edge = shared
             .iter()
@@ -447,8 +458,14 @@ pub fn markdown(rep: &Report) -> String {
         }
         let _ = writeln!(w);
     }
+    let unpinned: Vec<&Row> = rep.rows.iter().filter(|r| r.is_unpinned()).collect();
+    if !unpinned.is_empty() {
+        let _ = writeln!(w, "## The shared view: the same requests with nothing pinned\n");
+        shared_table(w, rep, &unpinned);
+        let _ = writeln!(w);
+    }
 
-    let own: Vec<&Row> = rep.rows.iter().filter(|r| !r.shared && !r.is_mcp()).collect();
+    let own: Vec<&Row> = rep.rows.iter().filter(|r| !r.shared && !r.is_mcp() && !r.is_unpinned()).collect();
     if !own.is_empty() {
         let _ = writeln!(
             w,
@@ -457,20 +474,23 @@ pub fn markdown(rep: &Report) -> String {
         );
         let _ = writeln!(
             w,
-            "| scenario | req/s | p50 ms | p99 ms | errors | commands / queries | req/s per repetition | CPU cores server / wrk / other | checks |"
+            "| scenario | req/s | server CPU µs per request | p50 ms | p99 ms | errors | commands / queries, req/s | commands / queries, server CPU per request | store server CPU µs per request | req/s per repetition | CPU cores server / wrk / other | checks |"
         );
-        let _ = writeln!(w, "|---|--:|--:|--:|--:|--:|---|---|---|");
+        let _ = writeln!(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|---|---|");
         for r in &own {
             let _ = writeln!(
                 w,
-                "| {}{} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
                 r.title,
                 if r.compilers_seen { " †" } else { "" },
                 thousands(r.req_per_s),
+                us(r.server_cpu_us),
                 ms(r.p50_ms),
                 ms(r.p99_ms),
                 r.errors(),
                 ratio(r.commands_per_query),
+                ratio(r.cpu_per_query),
+                r.store_cpu_us.map_or("–".into(), us),
                 r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
                 r.server_cpu,
                 r.wrk_cpu,
@@ -483,8 +503,10 @@ pub fn markdown(rep: &Report) -> String {
         }
         let _ = writeln!(
             w,
-            "\ncommands / queries: the row's req/s ÷ oncerpc's single-call query (`sum` [1,2], {} \
-             connections) req/s in the same repetition; median over the repetitions. Duplicates \
+            "\ncommands / queries: the row's req/s (or server CPU per request) ÷ oncerpc's single-call \
+             query's (`sum` [1,2], {} connections) in the same repetition; median over the repetitions. \
+             Store server CPU: Redis's own (`INFO cpu`, user + system) over the run ÷ wrk's requests. \
+             Duplicates \
              cycle through {} keys created before the runs. The sync flow's server CPU \
              includes its upstream's; \"other\" is the rest of the machine during the run (for Redis \
              and PostgreSQL, mostly their servers).",
@@ -496,7 +518,7 @@ pub fn markdown(rep: &Report) -> String {
         let _ = writeln!(w);
     }
 
-    mcp_section(w, rep);
+    crate::mcp_report::section(w, rep);
 
     let _ = writeln!(w, "## Peak memory (VmHWM of each process over the whole run)\n");
     let _ = writeln!(w, "| process | serves | peak RSS MiB |");
@@ -536,66 +558,25 @@ pub fn markdown(rep: &Report) -> String {
     o
 }
 
-/// (MCP door's server CPU per call ÷ `/rpc`'s, MCP door's req/s ÷ rmcp's) of an MCP row, per
-/// scenario and door.
-pub struct McpRatio {
-    pub title: String,
-    pub door: String,
-    pub cpu_per_rpc: Option<f64>,
-    pub rps_per_rpc: Option<f64>,
-    pub rps_per_rmcp: Option<f64>,
-    pub cpu_rmcp_per_door: Option<f64>,
-}
-
-pub fn mcp_ratios(rows: &[Row]) -> Vec<McpRatio> {
-    let find = |scenario: &str, server: &str| {
-        rows.iter().find(|r| r.scenario == scenario && r.server == server && r.req_per_s > 0.0)
-    };
-    let div = |a: f64, b: f64| (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b);
-    rows.iter()
-        .filter(|r| r.is_mcp() && r.server.starts_with("oncerpc /mcp"))
-        .map(|r| {
-            let rpc = find(&r.scenario, "oncerpc /rpc");
-            let rmcp = find(&r.scenario, "rmcp");
-            McpRatio {
-                title: r.title.clone(),
-                door: r.server.clone(),
-                cpu_per_rpc: rpc.and_then(|b| div(r.server_cpu_us, b.server_cpu_us)),
-                rps_per_rpc: rpc.and_then(|b| div(r.req_per_s, b.req_per_s)),
-                rps_per_rmcp: rmcp.and_then(|b| div(r.req_per_s, b.req_per_s)),
-                cpu_rmcp_per_door: rmcp.and_then(|b| div(b.server_cpu_us, r.server_cpu_us)),
-            }
-        })
-        .collect()
-}
-
-fn mcp_section(w: &mut String, rep: &Report) {
-    let s = &rep.meta.settings;
-    let rows: Vec<&Row> = rep.rows.iter().filter(|r| r.is_mcp()).collect();
-    if rows.is_empty() {
-        return;
-    }
+/// The table of the shared scenarios (`rows`: the main table's or the shared view's), its
+/// ratios and the access log's cost.
+fn shared_table(w: &mut String, rep: &Report, rows: &[&Row]) {
     let _ = writeln!(
         w,
-        "## The MCP door (servers pinned to CPU {}, wrk to CPU {}, {} connections)\n",
-        s.mcp_server_cpu, s.mcp_wrk_cpu, s.connections
-    );
-    let _ = writeln!(
-        w,
-        "| scenario | server | req/s | server CPU µs per call | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
+        "| scenario | server | req/s | server CPU µs per request | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
     );
     let _ = writeln!(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|");
     let mut last = String::new();
-    for r in &rows {
+    for r in rows {
         let title = if r.scenario == last { String::new() } else { r.title.clone() };
         last = r.scenario.clone();
         let _ = writeln!(
             w,
-            "| {title} | {}{} | {} | {:.1} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
+            "| {title} | {}{} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
             r.server,
             if r.compilers_seen { " †" } else { "" },
             thousands(r.req_per_s),
-            r.server_cpu_us,
+            us(r.server_cpu_us),
             ms(r.p50_ms),
             ms(r.p99_ms),
             r.errors(),
@@ -606,36 +587,45 @@ fn mcp_section(w: &mut String, rep: &Report) {
             checks(r)
         );
     }
-    let ratios = mcp_ratios(&rep.rows);
-    if !ratios.is_empty() {
-        let _ = writeln!(
-            w,
-            "\n| scenario | door | server CPU per call, MCP / `/rpc` | req/s, MCP / `/rpc` | req/s, MCP / rmcp | server CPU per call, rmcp / MCP |"
-        );
-        let _ = writeln!(w, "|---|---|--:|--:|--:|--:|");
-        for r in &ratios {
-            let _ = writeln!(
-                w,
-                "| {} | {} | {} | {} | {} | {} |",
-                r.title,
-                r.door,
-                ratio(r.cpu_per_rpc),
-                ratio(r.rps_per_rpc),
-                ratio(r.rps_per_rmcp),
-                ratio(r.cpu_rmcp_per_door)
-            );
-        }
+    let ratios: Vec<&Ratio> =
+        rep.ratios.iter().filter(|x| rows.iter().any(|r| r.scenario == x.scenario)).collect();
+    if ratios.is_empty() {
+        return;
     }
     let _ = writeln!(
         w,
-        "\nOne oncerpc process (defaults, `--store {}`) serves `/rpc` and `/mcp`; rmcp is `bench-rmcp` \
-         (one `add` tool, stateless, JSON answers). `/mcp` rows are `tools/call` of the same method as the \
-         `/rpc` row above them; stateless rows send `2026-07-28`'s headers (`MCP-Protocol-Version`, \
-         `Mcp-Method`, `Mcp-Name`) and request `_meta`, the session row an `Mcp-Session-Id` from one \
-         `initialize` before the runs. Server CPU per call: the server's CPU time during the measured \
-         run ÷ the requests wrk counted (median of the repetitions); with the server alone on its core, \
-         req/s ≈ 10⁶ ÷ that when the server is the bottleneck.\n",
-        s.memory_url
+        "\n| scenario | oncerpc / jsonrpsee, req/s | oncerpc / floor, req/s | server CPU per request, oncerpc / jsonrpsee |"
+    );
+    let _ = writeln!(w, "|---|--:|--:|--:|");
+    for r in &ratios {
+        let _ = writeln!(
+            w,
+            "| {} | {} | {} | {} |",
+            r.title,
+            ratio(r.oncerpc_per_jsonrpsee),
+            ratio(r.oncerpc_per_floor),
+            ratio(r.cpu_oncerpc_per_jsonrpsee)
+        );
+    }
+    let warn: Vec<String> = rows
+        .iter()
+        .filter(|r| r.server == "oncerpc")
+        .filter_map(|r| {
+            rps(&rep.rows, &r.scenario, "oncerpc-warn")
+                .map(|warn| format!("| {} | {} |", r.title, ratio(Some(r.req_per_s / warn))))
+        })
+        .collect();
+    if !warn.is_empty() {
+        let _ = writeln!(w, "\n| scenario | defaults / `--log-level warn` |\n|---|--:|\n{}", warn.join("\n"));
+    }
+    let _ = writeln!(
+        w,
+        "\nRatios of the medians. Methods: oncerpc's demo `sum` with params `[1,2]`, \
+         jsonrpsee's `add` `[1,2]` (the same work); the floor is sent jsonrpsee's bodies and \
+         answers a fixed `{{\"jsonrpc\":\"2.0\",\"result\":3,\"id\":1}}` (or the fixed 50-answer \
+         array) after parsing the body. For the batch, req/s counts HTTP requests of 50 calls \
+         each (calls/s = 50 × req/s). Server CPU per request: the server's CPU time during the \
+         measured run ÷ the requests wrk counted."
     );
 }
 
@@ -678,10 +668,10 @@ pub fn redraw(json: &Path) -> Result<bool, BoxError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
-    fn row(scenario: &str, server: &str, rps: f64, cpu_us: f64) -> Row {
+    pub fn row(scenario: &str, server: &str, rps: f64, cpu_us: f64) -> Row {
         Row {
             scenario: scenario.into(),
             title: scenario.into(),
@@ -704,26 +694,9 @@ mod tests {
             commands_per_query: None,
             compilers_seen: false,
             server_cpu_us: cpu_us,
+            cpu_per_query: None,
+            store_cpu_us: None,
         }
-    }
-
-    #[test]
-    fn mcp_ratios_per_door() {
-        let rows = vec![
-            row("mcp-add-c64", "oncerpc /rpc", 100_000.0, 10.0),
-            row("mcp-add-c64", "oncerpc /mcp", 80_000.0, 12.5),
-            row("mcp-add-c64", "rmcp", 40_000.0, 25.0),
-            row("mcp-cmd-new-c64", "oncerpc /rpc", 60_000.0, 16.0),
-            row("mcp-cmd-new-c64", "oncerpc /mcp", 50_000.0, 20.0),
-            row("single-c64", "oncerpc", 1.0, 1.0),
-        ];
-        let r = mcp_ratios(&rows);
-        assert_eq!(r.len(), 2);
-        assert_eq!(r[0].cpu_per_rpc, Some(1.25));
-        assert_eq!(r[0].rps_per_rmcp, Some(2.0));
-        assert_eq!(r[0].cpu_rmcp_per_door, Some(2.0));
-        assert_eq!(r[1].cpu_per_rpc, Some(1.25));
-        assert_eq!(r[1].rps_per_rmcp, None, "no rmcp row for the command");
     }
 
     #[test]

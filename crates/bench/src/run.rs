@@ -50,6 +50,9 @@ pub struct RunRecord {
     /// New-key runs: executions (side effects) beyond the `new` count of the metrics, i.e.
     /// requests left in flight by wrk's stop that ran without being counted.
     pub unrecorded_executions: u64,
+    /// The store server's CPU per request wrk counted, µs (Redis rows: its `INFO cpu`).
+    #[serde(default)]
+    pub store_cpu_us: Option<f64>,
 }
 
 impl RunRecord {
@@ -74,6 +77,7 @@ impl RunRecord {
             verified: None,
             verification: String::new(),
             unrecorded_executions: 0,
+            store_cpu_us: None,
         }
     }
 
@@ -116,9 +120,13 @@ pub struct Bench<'a> {
     pub client: Client,
     pub procs: Vec<Proc>,
     pub shared: Vec<(Server, usize)>,
+    /// The shared view's servers: oncerpc, jsonrpsee and the floor again, not pinned.
+    pub unpinned: Vec<(Server, usize)>,
+    /// Whether the servers run pinned to `--server-cpu` and wrk to `--wrk-cpu`.
+    pub pinned: bool,
     pub stores: Vec<(Store, usize)>,
     pub flow: Option<(usize, usize)>,
-    /// The MCP group's processes: oncerpc (memory store) and rmcp, both pinned.
+    /// The MCP group's processes: oncerpc (memory store) and rmcp.
     pub mcp: Option<McpProcs>,
     /// The answers to the keys created before the duplicate scenarios, per process.
     pub dup_answers: HashMap<usize, Vec<Bytes>>,
@@ -188,6 +196,8 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         client: Client::new()?,
         procs: Vec::new(),
         shared: Vec::new(),
+        unpinned: Vec::new(),
+        pinned: args.pinned(procs::cpus_allowed()),
         stores: Vec::new(),
         flow: None,
         mcp: None,
@@ -246,6 +256,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         hyper: procs::lock_version(&root, "hyper").unwrap_or_default(),
         rmcp: procs::lock_version(&root, "rmcp").unwrap_or_default(),
         settings: args.clone(),
+        pinned: bench.pinned,
         nonce: bench.nonce.clone(),
         wall_time_s: wall,
     };
@@ -265,7 +276,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
 impl Bench<'_> {
     fn measure_all(&mut self) {
         let args = self.args;
-        let list = scenarios(args, &self.stores, self.flow.is_some());
+        let list = scenarios(args, &self.stores, self.flow.is_some(), self.pinned);
         let per_rep: usize = list.iter().map(|s| self.targets(s).len()).sum();
         eprintln!(
             "== {} repetitions × {per_rep} runs × ({} s + {} s warm-up)",
@@ -334,6 +345,11 @@ impl Bench<'_> {
                     .map(|(s, i)| Target { label: s.name().into(), server: *s, proc_idx: *i, upstream: None })
                     .collect()
             }
+            Scenario::Unpinned { .. } => self
+                .unpinned
+                .iter()
+                .map(|(s, i)| Target { label: s.name().into(), server: *s, proc_idx: *i, upstream: None })
+                .collect(),
             Scenario::Command { store, .. } => self
                 .stores
                 .iter()
@@ -415,7 +431,7 @@ impl Bench<'_> {
         }
 
         // 1. A handful of requests, judged.
-        let (n, failures) = self.precheck(rep, &sc, t);
+        let (n, failures) = self.precheck(rep, &sc.base(), t);
         rec.check_requests = n;
         rec.check_failures = failures;
 
@@ -453,8 +469,13 @@ impl Bench<'_> {
         // 3. The measured run, with the counters and CPU times around it. oncerpc's counters
         //    are read once they stand still: requests the warm-up's wrk left in flight (counted
         //    `client_closed` when oncerpc notices the closed connection) land before them.
-        let before =
-            if t.server.is_oncerpc() { self.settled_snapshot(&sc, t) } else { self.snapshot(&sc, t) };
+        let before = if t.server.is_oncerpc() {
+            self.settled_snapshot(&sc.base(), t)
+        } else {
+            self.snapshot(&sc.base(), t)
+        };
+        let redis = matches!(sc, Scenario::Command { store: Store::Redis, .. });
+        let store0 = redis.then(|| procs::redis_cpu_secs(&args.redis_url)).flatten();
         let cpu0 = self.cpu(t);
         let seen0 = self.watch.count();
         let t0 = Instant::now();
@@ -462,6 +483,7 @@ impl Bench<'_> {
         let outcome = run_wrk(threads, conns, args.duration, &script_path, &url, &prefix, self.wrk_cpu(&sc));
         let wall = t0.elapsed().as_secs_f64();
         let cpu1 = self.cpu(t);
+        let store1 = redis.then(|| procs::redis_cpu_secs(&args.redis_url)).flatten();
         if let Some(stalls) = stalls {
             let reopened = stalls.stop();
             self.notes.push(format!(
@@ -486,6 +508,9 @@ impl Bench<'_> {
                 let file =
                     self.out_dir.join("wrk").join(format!("r{rep}-{}-{}.txt", sc.id(), t.server.name()));
                 let _ = std::fs::write(file, raw);
+                if let (Some(a), Some(b), true) = (store0, store1, st.requests > 0) {
+                    rec.store_cpu_us = Some((b - a) * 1e6 / st.requests as f64);
+                }
                 rec.wrk = st;
             }
             Err(e) => {
@@ -496,10 +521,10 @@ impl Bench<'_> {
 
         // 4. Did oncerpc count what wrk counted?
         if t.server.is_oncerpc() {
-            let after = self.settled_snapshot(&sc, t);
+            let after = self.settled_snapshot(&sc.base(), t);
             match (before, after) {
                 (Ok(b), Ok(a)) => {
-                    let (ok, text) = verify(&sc, t.server, rec.wrk.requests, u64::from(conns), &b, &a);
+                    let (ok, text) = verify(&sc.base(), t.server, rec.wrk.requests, u64::from(conns), &b, &a);
                     rec.unrecorded_executions = unrecorded(&sc, &b, &a);
                     rec.verified = Some(ok);
                     rec.verification = text;
@@ -516,9 +541,14 @@ impl Bench<'_> {
         rec
     }
 
-    /// The CPU wrk is pinned to: the MCP group's rows only.
+    /// The CPU wrk is pinned to: every row of a pinned run but the shared view's.
     fn wrk_cpu(&self, sc: &Scenario) -> Option<usize> {
-        sc.is_mcp().then_some(self.args.mcp_wrk_cpu)
+        (self.pinned && !matches!(sc, Scenario::Unpinned { .. })).then_some(self.args.wrk_cpu)
+    }
+
+    /// The CPU a server of the main table is pinned to.
+    pub fn server_cpu(&self) -> Option<usize> {
+        self.pinned.then_some(self.args.server_cpu)
     }
 
     fn cpu(&self, t: &Target) -> CpuSample {

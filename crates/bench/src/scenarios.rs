@@ -31,13 +31,18 @@ pub enum Scenario {
     Flow {
         dup: bool,
     },
-    /// The MCP group (server pinned): `add` {a:1,b:2} on `/rpc`, `/mcp` and rmcp.
+    /// The MCP group: `add` {a:1,b:2} on `/rpc`, `/mcp` and rmcp.
     McpAdd {
         conns: u32,
     },
     /// The MCP group: `counter.increment` with a new key per request on `/rpc` and `/mcp`
     /// (memory store).
     McpCommand {
+        conns: u32,
+    },
+    /// The shared view: `Single` (or `Batch`) at `conns` again, on the unpinned servers.
+    Unpinned {
+        batch: bool,
         conns: u32,
     },
 }
@@ -54,12 +59,18 @@ impl Scenario {
             Scenario::Flow { dup } => format!("flow-{}", if *dup { "dup" } else { "new" }),
             Scenario::McpAdd { conns } => format!("mcp-add-c{conns}"),
             Scenario::McpCommand { conns } => format!("mcp-cmd-new-c{conns}"),
+            Scenario::Unpinned { .. } => format!("unpinned-{}", self.base().id()),
         }
     }
 
-    /// A row of the MCP group (server pinned to one core, wrk to another).
-    pub fn is_mcp(&self) -> bool {
-        matches!(self, Scenario::McpAdd { .. } | Scenario::McpCommand { .. })
+    /// What the scenario sends and how its answers are judged: the pinned scenario an
+    /// `Unpinned` one repeats, any other itself.
+    pub fn base(&self) -> Scenario {
+        match *self {
+            Scenario::Unpinned { batch: false, conns } => Scenario::Single { conns, stalled: 0 },
+            Scenario::Unpinned { batch: true, conns } => Scenario::Batch { conns },
+            other => other,
+        }
     }
 
     pub fn title(&self) -> String {
@@ -81,12 +92,12 @@ impl Scenario {
             Scenario::Flow { dup: false } => "sync flow, new key per request (memory)".into(),
             Scenario::Flow { dup: true } => "sync flow, duplicate keys (memory)".into(),
             Scenario::McpAdd { conns } => {
-                format!("`add` {{a:1,b:2}}, {conns} {}, server pinned", plural(*conns))
+                format!("`add` {{a:1,b:2}}, {conns} {}", plural(*conns))
             }
-            Scenario::McpCommand { conns } => format!(
-                "`counter.increment`, new key per request, memory, {conns} {}, server pinned",
-                plural(*conns)
-            ),
+            Scenario::McpCommand { conns } => {
+                format!("`counter.increment`, new key per request, memory, {conns} {}", plural(*conns))
+            }
+            Scenario::Unpinned { .. } => format!("{}, nothing pinned", self.base().title()),
         }
     }
 
@@ -95,7 +106,8 @@ impl Scenario {
             Scenario::Single { conns, .. }
             | Scenario::Batch { conns }
             | Scenario::McpAdd { conns }
-            | Scenario::McpCommand { conns } => *conns,
+            | Scenario::McpCommand { conns }
+            | Scenario::Unpinned { conns, .. } => *conns,
             _ => args.connections,
         }
     }
@@ -113,6 +125,7 @@ impl Scenario {
     pub fn script(&self, server: Server, dup_keys: u64, session: Option<&str>) -> String {
         let comment = format!("{} → {}", self.title(), server.name());
         match self {
+            Scenario::Unpinned { .. } => self.base().script(server, dup_keys, session),
             Scenario::McpAdd { .. } => match server.mcp_era() {
                 None => lua::fixed(&comment, bodies::ADD_RPC),
                 Some(stateless) => lua::with_headers(
@@ -152,7 +165,8 @@ impl Scenario {
 }
 
 /// The scenarios of one repetition, in order.
-pub fn scenarios(args: &RunArgs, stores: &[(Store, usize)], flows: bool) -> Vec<Scenario> {
+/// `pinned`: whether the run pins (the `unpinned` group runs only then).
+pub fn scenarios(args: &RunArgs, stores: &[(Store, usize)], flows: bool, pinned: bool) -> Vec<Scenario> {
     let mut out = Vec::new();
     if args.has(Group::Shared) {
         out.push(Scenario::Single { conns: 1, stalled: 0 });
@@ -176,6 +190,10 @@ pub fn scenarios(args: &RunArgs, stores: &[(Store, usize)], flows: bool) -> Vec<
     if args.has(Group::Mcp) {
         out.push(Scenario::McpAdd { conns: args.connections });
         out.push(Scenario::McpCommand { conns: args.connections });
+    }
+    if args.has(Group::Unpinned) && pinned {
+        out.push(Scenario::Unpinned { batch: false, conns: args.connections });
+        out.push(Scenario::Unpinned { batch: true, conns: args.connections });
     }
     out
 }
@@ -269,7 +287,7 @@ mod tests {
         let cli = Cli::try_parse_from(["oncerpc-bench"]).unwrap();
         let args = cli.run;
         assert!(args.is_full());
-        let list = scenarios(&args, &[(Store::Memory, 3), (Store::Sqlite, 4)], true);
+        let list = scenarios(&args, &[(Store::Memory, 3), (Store::Sqlite, 4)], true, true);
         let ids: Vec<String> = list.iter().map(Scenario::id).collect();
         assert_eq!(
             ids,
@@ -285,14 +303,25 @@ mod tests {
                 "flow-new",
                 "flow-dup",
                 "mcp-add-c64",
-                "mcp-cmd-new-c64"
+                "mcp-cmd-new-c64",
+                "unpinned-single-c64",
+                "unpinned-batch50-c64"
             ]
         );
+        let shared_cpus = scenarios(&args, &[], false, false);
+        assert!(shared_cpus.iter().all(|s| !matches!(s, Scenario::Unpinned { .. })), "{shared_cpus:?}");
+        let unpinned = Scenario::Unpinned { batch: true, conns: 64 };
+        assert_eq!(unpinned.base(), Scenario::Batch { conns: 64 });
+        assert_eq!(
+            unpinned.script(Server::Jsonrpsee, 1, None),
+            unpinned.base().script(Server::Jsonrpsee, 1, None)
+        );
+        assert!(unpinned.title().ends_with("nothing pinned"), "{}", unpinned.title());
         let quick = Cli::try_parse_from(["oncerpc-bench", "--duration", "3", "--reps", "1"]).unwrap();
         assert!(!quick.run.is_full());
         let only =
             Cli::try_parse_from(["oncerpc-bench", "--groups", "commands", "--stores", "sqlite"]).unwrap();
-        let list = scenarios(&only.run, &[(Store::Sqlite, 1)], false);
+        let list = scenarios(&only.run, &[(Store::Sqlite, 1)], false, true);
         assert_eq!(
             list[0],
             Scenario::Single { conns: 64, stalled: 0 },
@@ -304,16 +333,20 @@ mod tests {
     #[test]
     fn mcp_group_alone() {
         let cli = Cli::try_parse_from(["oncerpc-bench", "--groups", "mcp"]).unwrap();
-        let list = scenarios(&cli.run, &[], false);
+        let list = scenarios(&cli.run, &[], false, true);
         assert_eq!(list, [Scenario::McpAdd { conns: 64 }, Scenario::McpCommand { conns: 64 }]);
-        assert!(list.iter().all(Scenario::is_mcp));
-        assert!(!Scenario::Single { conns: 64, stalled: 0 }.is_mcp());
-        assert_eq!((cli.run.mcp_server_cpu, cli.run.mcp_wrk_cpu), (0, 1));
+        assert_eq!((cli.run.server_cpu, cli.run.wrk_cpu), (0, 1));
+        assert!(cli.run.pinned(2) && !cli.run.pinned(1));
+        let off = Cli::try_parse_from(["oncerpc-bench", "--pin", "off"]).unwrap();
+        assert!(!off.run.pinned(8));
+        let old =
+            Cli::try_parse_from(["oncerpc-bench", "--mcp-server-cpu", "1", "--mcp-wrk-cpu", "0"]).unwrap();
+        assert_eq!((old.run.server_cpu, old.run.wrk_cpu), (1, 0));
         let add = Scenario::McpAdd { conns: 64 };
         assert_eq!(add.path(Server::Oncerpc), "/rpc");
         assert_eq!(add.path(Server::OncerpcMcp), "/mcp");
         assert_eq!(add.path(Server::Rmcp), "/mcp");
-        assert!(add.title().contains("server pinned"));
+        assert_eq!(add.title(), "`add` {a:1,b:2}, 64 connections");
     }
 
     #[test]

@@ -23,6 +23,7 @@ impl Bench<'_> {
 
     /// Start an oncerpc process; `Err` carries the reason (the caller decides whether that is
     /// fatal).
+    /// The server is pinned to `--server-cpu` when the run pins.
     fn start_oncerpc(
         &mut self,
         bin: &Path,
@@ -30,7 +31,7 @@ impl Bench<'_> {
         serves: &str,
         extra: &[String],
     ) -> Result<usize, String> {
-        self.start_oncerpc_on(bin, name, serves, extra, None)
+        self.start_oncerpc_on(bin, name, serves, extra, self.server_cpu())
     }
 
     /// [`Self::start_oncerpc`], pinned to CPU `cpu` when given.
@@ -64,8 +65,9 @@ impl Bench<'_> {
         Ok(self.procs.len() - 1)
     }
 
+    /// A benchmark server (`bench-…`), pinned as [`Self::start_oncerpc`] is.
     fn start_plain(&mut self, bin: &Path, program: &str, name: &str, serves: &str) -> Result<usize, String> {
-        self.start_plain_on(bin, program, name, serves, None)
+        self.start_plain_on(bin, program, name, serves, self.server_cpu())
     }
 
     fn start_plain_on(
@@ -167,17 +169,20 @@ impl Bench<'_> {
                 self.start_oncerpc(bin, "oncerpc-flow", "sync flow orders.create (memory store)", &extra)?;
             self.flow = Some((i, up));
         }
+        if self.pinned && args.has(Group::Unpinned) {
+            let unpinned = "the shared view (nothing pinned)";
+            let i = self.start_oncerpc_on(bin, "oncerpc-unpinned", unpinned, &[], None)?;
+            self.unpinned.push((Server::Oncerpc, i));
+            let i = self.start_plain_on(bin, "bench-jsonrpsee", "jsonrpsee-unpinned", unpinned, None)?;
+            self.unpinned.push((Server::Jsonrpsee, i));
+            let i = self.start_plain_on(bin, "bench-floor", "floor-unpinned", unpinned, None)?;
+            self.unpinned.push((Server::Floor, i));
+        }
         if args.has(Group::Mcp) {
-            let cpu = args.mcp_server_cpu;
-            if procs::cpus_allowed() < 2 || args.mcp_wrk_cpu == cpu {
-                return Err("the MCP group pins the server and wrk to two different CPUs: \
-                            --mcp-server-cpu and --mcp-wrk-cpu must differ, on a machine with 2 or more"
-                    .into());
-            }
-            let serves = format!("MCP group: /rpc and /mcp (memory store), pinned to CPU {cpu}");
-            let oncerpc = self.start_oncerpc_on(bin, "oncerpc-mcp", &serves, &mem, Some(cpu))?;
-            let serves = format!("MCP group: rmcp 3.11, one `add` tool, pinned to CPU {cpu}");
-            let rmcp = self.start_plain_on(bin, "bench-rmcp", "rmcp", &serves, Some(cpu))?;
+            let serves = "MCP group: /rpc and /mcp (memory store)";
+            let oncerpc = self.start_oncerpc(bin, "oncerpc-mcp", serves, &mem)?;
+            let serves = "MCP group: rmcp 3.11, one `add` tool";
+            let rmcp = self.start_plain(bin, "bench-rmcp", "rmcp", serves)?;
             let session = match self.mcp_initialize(oncerpc) {
                 Ok(id) => Some(id),
                 Err(e) => {
