@@ -5,12 +5,16 @@
 //! * **Never blocks the async runtime**: one dedicated OS thread owns the connection; async
 //!   callers send it operations over a channel and await a oneshot reply.
 //! * **Group commit**: the thread drains every queued operation into one `BEGIN IMMEDIATE`
-//!   transaction, commits once (one fsync), then replies. Under load many claims share a
-//!   commit; alone, an operation commits by itself. The operations' clock (`now`) is read
-//!   once the transaction holds the write lock, so a wait for another process's lock never
-//!   shortens a lease.
-//! * **Durable against `kill -9`** (and power loss): `synchronous = FULL`; a reply is only
-//!   sent after its transaction committed.
+//!   transaction and commits once. Under load many operations share a commit; alone, an
+//!   operation commits by itself. The operations' clock (`now`) is read once the transaction
+//!   holds the write lock, so a wait for another process's lock never shortens a lease.
+//! * **Durable against `kill -9` and power loss for everything a client is told**: nothing
+//!   is answered before its transaction committed, and every answer that tells a client
+//!   something a power loss could take back (a stored outcome, a completion, an accepted
+//!   event) waits for an `fdatasync` of the WAL, shared by every answer waiting then. A claim
+//!   that acquired a key or found it in progress tells nobody anything durable: it is
+//!   answered at commit, without waiting for the disk (see `writer.rs` and
+//!   docs/ARCHITECTURE.md).
 //! * **Several processes may share a file**: `BEGIN IMMEDIATE` takes SQLite's write lock, so
 //!   a claim's read-modify-write is atomic across processes too (busy timeout 5 s).
 //! * **Fencing tokens** come from a one-row counter table (`token_counter`), bumped in the
@@ -50,142 +54,53 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oncerpc_core::BoxFuture;
 use oncerpc_core::store::{
-    Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Release, Store,
-    StoreError, StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step,
-    journal_from_json, journal_to_json, list_cursor, now_ms, parse_list_cursor, parse_pending_cursor,
-    pending_cursor, status_of,
+    Claim, ClaimRequest, Event, EventFilter, Record, RecordKey, Store, StoreError, StoredOutcome,
+    list_cursor, parse_list_cursor, parse_pending_cursor, pending_cursor,
 };
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-/// Most operations folded into one transaction.
-const MAX_GROUP: usize = 512;
-/// How often expired records are deleted.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
+mod ops;
+mod schema;
+mod writer;
 
-/// Migrations, applied in order; `PRAGMA user_version` counts those applied.
-const MIGRATIONS: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS idempotency_records (
-        tenant      TEXT    NOT NULL,
-        method      TEXT    NOT NULL,
-        key         TEXT    NOT NULL,
-        fingerprint TEXT    NOT NULL,
-        state       INTEGER NOT NULL,  -- 0 processing, 1 succeeded, 2 failed
-        outcome     TEXT,
-        token       INTEGER NOT NULL,
-        lease_until INTEGER NOT NULL,
-        expires_at  INTEGER NOT NULL,
-        updated_at  INTEGER NOT NULL,
-        PRIMARY KEY (tenant, method, key)
-    ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS idempotency_records_expires ON idempotency_records (expires_at);",
-    "CREATE TABLE IF NOT EXISTS events (
-        id          TEXT    NOT NULL PRIMARY KEY,
-        tenant      TEXT    NOT NULL,
-        method      TEXT    NOT NULL,
-        key         TEXT    NOT NULL,
-        fingerprint TEXT    NOT NULL,
-        params      TEXT,
-        return_step TEXT,
-        tags        TEXT    NOT NULL,  -- JSON array of strings
-        status      INTEGER NOT NULL,  -- 0 processing, 1 succeeded, 2 failed, 3 cancelled
-        outcome     TEXT,
-        created_at  INTEGER NOT NULL,
-        updated_at  INTEGER NOT NULL,
-        expires_at  INTEGER NOT NULL
-    ) WITHOUT ROWID;
-    CREATE INDEX IF NOT EXISTS events_pending ON events (status, created_at);
-    CREATE INDEX IF NOT EXISTS events_expires ON events (expires_at);",
-    // 3: an unconfirmed take-over of a processing record (both NULL: none).
-    "ALTER TABLE idempotency_records ADD COLUMN takeover_token INTEGER;
-    ALTER TABLE idempotency_records ADD COLUMN takeover_until INTEGER;",
-    // 4: fencing tokens from one counter, so they keep growing after a record is deleted.
-    // Seeded past every token in use, so that upgraded databases stay monotonic.
-    "CREATE TABLE token_counter (
-        id   INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
-        last INTEGER NOT NULL
-    );
-    INSERT INTO token_counter (id, last) SELECT 0, COALESCE(MAX(token), 0) FROM idempotency_records;",
-    // 5: the token that owns an event; pending events paged by (created_at, id).
-    "ALTER TABLE events ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
-    DROP INDEX IF EXISTS events_pending;
-    CREATE INDEX events_pending ON events (status, created_at, id);",
-    // 6: the step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
-    "ALTER TABLE idempotency_records ADD COLUMN steps TEXT;
-    CREATE INDEX events_by_tenant ON events (tenant, created_at, id);",
-    // 7: the step views of a flow's event (JSON text, NULL: none yet).
-    "ALTER TABLE events ADD COLUMN steps TEXT;",
-];
-
-enum Op {
-    Claim { key: RecordKey, fingerprint: String, force_retry: bool, lease: Duration, ttl: Duration },
-    Renew { key: RecordKey, token: u64, lease: Duration },
-    PutStep { key: RecordKey, token: u64, step: u32, output: String, lease: Duration },
-    Complete { key: RecordKey, token: u64, outcome: StoredOutcome, ttl: Duration },
-    Release { key: RecordKey, token: u64 },
-    Get { key: RecordKey },
-    PutEvent(Box<Event>),
-    GetEvent(String),
-    FinishEvent { id: String, token: u64, outcome: StoredOutcome },
-    RestartEvent { id: String, token: u64 },
-    PutEventSteps { id: String, token: u64, steps: String },
-    PendingEvents { after: Option<(u64, String)>, limit: usize },
-    ListEvents { tenant: String, filter: EventFilter, after: Option<(u64, String)>, limit: usize },
-}
-
-enum Done {
-    Claim(Claim),
-    Bool(bool),
-    Record(Option<Record>),
-    Events(Vec<Event>),
-}
-
-impl Done {
-    fn claim(self) -> Option<Claim> {
-        if let Done::Claim(c) = self { Some(c) } else { None }
-    }
-
-    fn bool(self) -> Option<bool> {
-        if let Done::Bool(b) = self { Some(b) } else { None }
-    }
-
-    fn record(self) -> Option<Option<Record>> {
-        if let Done::Record(r) = self { Some(r) } else { None }
-    }
-
-    fn events(self) -> Option<Vec<Event>> {
-        if let Done::Events(v) = self { Some(v) } else { None }
-    }
-}
-
-type Reply = oneshot::Sender<Result<Done, StoreError>>;
+use ops::{Done, Op};
+use writer::Reply;
 
 /// A SQLite-backed [`Store`].
 pub struct SqliteStore {
     tx: mpsc::Sender<(Op, Reply)>,
     path: PathBuf,
+    syncs: Arc<AtomicU64>,
 }
 
 impl SqliteStore {
     /// Open (creating if needed) the database at `path` and start its writer thread.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let conn = open_connection(&path).map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("oncerpc-sqlite".into())
-            .spawn(move || writer(conn, rx))
+        let conn = schema::open_connection(&path)
+            .map_err(|e| StoreError::new(format!("{}: {e}", path.display())))?;
+        let syncs = Arc::new(AtomicU64::new(0));
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let tx = writer::start(conn, wal, syncs.clone())
             .map_err(|e| StoreError::new(format!("cannot start the SQLite writer thread: {e}")))?;
-        Ok(SqliteStore { tx, path })
+        Ok(SqliteStore { tx, path, syncs })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// How many times the WAL has been synced to disk so far: answers that waited for the
+    /// disk share a sync, and answers that need none (a claim acquired) never cause one.
+    pub fn wal_syncs(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
     }
 
     /// Run `op` on the writer thread; `unpack` takes the answer out of its reply.
@@ -196,390 +111,6 @@ impl SqliteStore {
             rx.await.map_err(|_| StoreError::new("the SQLite writer thread dropped the request"))??;
         unpack(done).ok_or_else(|| StoreError::new("unexpected reply from the SQLite writer thread"))
     }
-}
-
-fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
-    let mut conn = Connection::open(path)?;
-    conn.busy_timeout(Duration::from_secs(5))?;
-    // Switching a new file to WAL can answer SQLITE_BUSY without consulting the busy handler
-    // while another process does the same: retry within the busy timeout.
-    let started = Instant::now();
-    while let Err(e) = conn.pragma_update(None, "journal_mode", "WAL") {
-        let busy = e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy);
-        if !busy || started.elapsed() > Duration::from_secs(5) {
-            return Err(e);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    conn.pragma_update(None, "synchronous", "FULL")?;
-    migrate(&mut conn)?;
-    Ok(conn)
-}
-
-/// Apply pending migrations, each in its own transaction. The version is read inside each write transaction: processes
-/// opening one new file at the same moment apply every migration once (some, like
-/// `ALTER TABLE … ADD COLUMN`, cannot run twice).
-fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    for (i, sql) in MIGRATIONS.iter().enumerate() {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: usize = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if version <= i {
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", i + 1)?;
-        }
-        tx.commit()?;
-    }
-    Ok(())
-}
-
-fn writer(mut conn: Connection, rx: mpsc::Receiver<(Op, Reply)>) {
-    let mut last_sweep = Instant::now();
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(op) => group.push(op),
-                Err(_) => break,
-            }
-        }
-        let results = run_group(&mut conn, &group);
-        for ((_, reply), result) in group.into_iter().zip(results) {
-            let _ = reply.send(result);
-        }
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            last_sweep = Instant::now();
-            match sweep(&mut conn) {
-                Ok(n) if n > 0 => tracing::debug!(deleted = n, "expired idempotency records swept"),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "sweeping expired records failed"),
-            }
-        }
-    }
-    tracing::debug!("SQLite writer thread stopped");
-}
-
-/// One transaction for the whole group; nobody is answered before it commits.
-fn run_group(conn: &mut Connection, group: &[(Op, Reply)]) -> Vec<Result<Done, StoreError>> {
-    let fail_all = |e: rusqlite::Error| -> Vec<Result<Done, StoreError>> {
-        tracing::error!(error = %e, "SQLite transaction failed");
-        group.iter().map(|_| Err(StoreError::new(format!("sqlite: {e}")))).collect()
-    };
-    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-        Ok(tx) => tx,
-        Err(e) => return fail_all(e),
-    };
-    // Only now: `BEGIN IMMEDIATE` may have waited (up to the busy timeout) for another
-    // process's write lock, and a lease granted from an earlier clock would end early.
-    let now = now_ms();
-    let results: Vec<Result<Done, StoreError>> = group
-        .iter()
-        .map(|(op, _)| apply(&tx, op, now).map_err(|e| StoreError::new(format!("sqlite: {e}"))))
-        .collect();
-    match tx.commit() {
-        Ok(()) => results,
-        Err(e) => fail_all(e),
-    }
-}
-
-/// Delete expired records. A processing record expires no earlier than its lease (its
-/// `expires_at` is always past `lease_until`), so a live execution's record is never swept.
-fn sweep(conn: &mut Connection) -> rusqlite::Result<usize> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let now = now_ms() as i64;
-    let mut n = tx.execute("DELETE FROM idempotency_records WHERE expires_at <= ?1", params![now])?;
-    n += tx.execute("DELETE FROM events WHERE expires_at <= ?1", params![now])?;
-    tx.commit()?;
-    Ok(n)
-}
-
-fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
-    match op {
-        Op::Claim { key, fingerprint, force_retry, lease, ttl } => {
-            let existing = load(tx, key)?;
-            let req = ClaimRequest { key, fingerprint, force_retry: *force_retry, lease: *lease, ttl: *ttl };
-            // `decide` draws a token through an infallible closure: keep the SQL error for after.
-            let mut failed = None;
-            let (claim, new) = decide(existing.as_ref(), &req, now, || {
-                next_token(tx).unwrap_or_else(|e| {
-                    failed = Some(e);
-                    0
-                })
-            });
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            if let Some(rec) = new {
-                save(tx, key, &rec, now)?;
-            }
-            Ok(Done::Claim(claim))
-        }
-        Op::Renew { key, token, lease } => {
-            let renewed = decide_renew(load(tx, key)?.as_ref(), *token, *lease, now);
-            if let Some(rec) = &renewed {
-                save(tx, key, rec, now)?;
-            }
-            Ok(Done::Bool(renewed.is_some()))
-        }
-        Op::PutStep { key, token, step, output, lease } => {
-            let stored = decide_step(load(tx, key)?.as_ref(), *token, *step, output, *lease, now);
-            if let Some(rec) = &stored {
-                save(tx, key, rec, now)?;
-            }
-            Ok(Done::Bool(stored.is_some()))
-        }
-        Op::Complete { key, token, outcome, ttl } => {
-            match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
-                Some(Some(rec)) => {
-                    save(tx, key, &rec, now)?;
-                    Ok(Done::Bool(true))
-                }
-                // The same outcome already landed under this token.
-                Some(None) => Ok(Done::Bool(true)),
-                None => Ok(Done::Bool(false)),
-            }
-        }
-        Op::Release { key, token } => match decide_release(load(tx, key)?.as_ref(), *token) {
-            Release::Delete => {
-                delete(tx, key)?;
-                Ok(Done::Bool(true))
-            }
-            Release::Withdraw(rec) => {
-                save(tx, key, &rec, now)?;
-                Ok(Done::Bool(true))
-            }
-            Release::Refused => Ok(Done::Bool(false)),
-        },
-        Op::Get { key } => Ok(Done::Record(load(tx, key)?.filter(|r| r.expires_at_ms > now))),
-        Op::PutEvent(e) => Ok(Done::Bool(put_event(tx, e, now)?)),
-        Op::GetEvent(id) => {
-            let sql = format!("{EVENT_SELECT} WHERE id = ?1 AND expires_at > ?2");
-            let e = tx.prepare_cached(&sql)?.query_row(params![id, now as i64], event_row).optional()?;
-            Ok(Done::Events(e.into_iter().collect()))
-        }
-        Op::FinishEvent { id, token, outcome } => {
-            let (status, outcome) = event_columns(status_of(outcome), Some(outcome));
-            let n = tx
-                .prepare_cached(
-                    "UPDATE events SET status = ?3, outcome = ?4, updated_at = ?5 WHERE id = ?1 AND token = ?2",
-                )?
-                .execute(params![id, *token as i64, status, outcome, now as i64])?;
-            Ok(Done::Bool(n > 0))
-        }
-        Op::PutEventSteps { id, token, steps } => {
-            let n = tx
-                .prepare_cached("UPDATE events SET steps = ?3, updated_at = ?4 WHERE id = ?1 AND token = ?2")?
-                .execute(params![id, *token as i64, steps, now as i64])?;
-            Ok(Done::Bool(n == 1))
-        }
-        Op::RestartEvent { id, token } => {
-            let n = tx
-                .prepare_cached(
-                    "UPDATE events SET status = 0, outcome = NULL, token = ?2, updated_at = ?3
-                     WHERE id = ?1 AND token < ?2",
-                )?
-                .execute(params![id, *token as i64, now as i64])?;
-            Ok(Done::Bool(n > 0))
-        }
-        Op::PendingEvents { after, limit } => {
-            // After the cursor's (created_at, id); without one, from before the first possible.
-            let (after_at, after_id) = after.as_ref().map_or((i64::MIN, ""), |(at, id)| (*at as i64, id));
-            let sql = format!(
-                "{EVENT_SELECT} WHERE status = 0 AND expires_at > ?1 AND (created_at, id) > (?2, ?3)
-                 ORDER BY created_at, id LIMIT ?4"
-            );
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let rows = stmt.query_map(params![now as i64, after_at, after_id, *limit as i64], event_row)?;
-            Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
-        }
-        Op::ListEvents { tenant, filter, after, limit } => {
-            // Before the cursor's (created_at, id); without one, from after the last possible.
-            let (before_at, before_id) = after.as_ref().map_or((i64::MAX, ""), |(at, id)| (*at as i64, id));
-            let sql = format!(
-                "{EVENT_SELECT} WHERE tenant = ?1 AND expires_at > ?2
-                   AND (created_at < ?3 OR (created_at = ?3 AND (?4 = '' OR id < ?4)))
-                   AND (?5 IS NULL OR status = ?5) AND (?6 IS NULL OR method = ?6)
-                   AND (?7 IS NULL OR EXISTS (SELECT 1 FROM json_each(events.tags) WHERE value = ?7))
-                 ORDER BY created_at DESC, id DESC LIMIT ?8"
-            );
-            let mut stmt = tx.prepare_cached(&sql)?;
-            let status = filter.status.map(|s| event_columns(s, None).0);
-            let rows = stmt.query_map(
-                params![
-                    tenant,
-                    now as i64,
-                    before_at,
-                    before_id,
-                    status,
-                    filter.method,
-                    filter.tag,
-                    *limit as i64 + 1
-                ],
-                event_row,
-            )?;
-            Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
-        }
-    }
-}
-
-/// The next fencing token: one counter for every key, so tokens never repeat, whatever was
-/// deleted. Called inside the claim's transaction.
-fn next_token(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
-    tx.prepare_cached("UPDATE token_counter SET last = last + 1 WHERE id = 0 RETURNING last")?
-        .query_row([], |row| row.get::<_, i64>(0))
-        .map(|t| t as u64)
-}
-
-const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
-    outcome, created_at, updated_at, expires_at, token, steps FROM events";
-
-/// [`Store::put_event`]: create, or replace an expired event or an older execution's (keeping
-/// a live one's creation time); whether it was written.
-fn put_event(tx: &Transaction<'_>, e: &Event, now: u64) -> rusqlite::Result<bool> {
-    let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
-    let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
-    let n = tx
-        .prepare_cached(
-            "INSERT INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
-           status, outcome, created_at, updated_at, expires_at, token, steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-         ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
-           key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
-           return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
-           outcome = excluded.outcome,
-           created_at = CASE WHEN events.expires_at > ?16 THEN events.created_at ELSE excluded.created_at END,
-           updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
-           steps = excluded.steps
-         WHERE events.expires_at <= ?16 OR events.token < excluded.token",
-        )?
-        .execute(params![
-            e.id,
-            &*e.record.tenant,
-            &*e.record.method,
-            &*e.record.key,
-            e.fingerprint,
-            e.params,
-            e.return_step,
-            tags,
-            status,
-            outcome,
-            e.created_at_ms as i64,
-            e.updated_at_ms as i64,
-            e.expires_at_ms as i64,
-            e.token as i64,
-            e.steps,
-            now as i64,
-        ])?;
-    Ok(n > 0)
-}
-
-fn event_columns(status: EventStatus, outcome: Option<&StoredOutcome>) -> (i64, Option<&str>) {
-    let code = match status {
-        EventStatus::Processing => 0,
-        EventStatus::Succeeded => 1,
-        EventStatus::Failed => 2,
-        EventStatus::Cancelled => 3,
-    };
-    (code, outcome.map(StoredOutcome::json))
-}
-
-fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
-    let status: i64 = row.get(8)?;
-    let outcome: Option<String> = row.get(9)?;
-    let (status, outcome) = match (status, outcome) {
-        (1, Some(o)) => (EventStatus::Succeeded, Some(StoredOutcome::Succeeded(o))),
-        (2, Some(o)) => (EventStatus::Failed, Some(StoredOutcome::Failed(o))),
-        (3, Some(o)) => (EventStatus::Cancelled, Some(StoredOutcome::Failed(o))),
-        _ => (EventStatus::Processing, None),
-    };
-    let tags: String = row.get(7)?;
-    Ok(Event {
-        id: row.get(0)?,
-        record: RecordKey::new(row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, String>(3)?),
-        fingerprint: row.get(4)?,
-        params: row.get(5)?,
-        return_step: row.get(6)?,
-        tags: serde_json::from_str(&tags).unwrap_or_default(),
-        status,
-        outcome,
-        created_at_ms: row.get::<_, i64>(10)? as u64,
-        updated_at_ms: row.get::<_, i64>(11)? as u64,
-        expires_at_ms: row.get::<_, i64>(12)? as u64,
-        token: row.get::<_, i64>(13)? as u64,
-        steps: row.get(14)?,
-    })
-}
-
-fn load(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record>> {
-    tx.prepare_cached(
-        "SELECT fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until,
-                steps
-         FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3",
-    )?
-    .query_row(params![&*key.tenant, &*key.method, &*key.key], |row| {
-        let state: i64 = row.get(1)?;
-        let outcome: Option<String> = row.get(2)?;
-        let lease_until: i64 = row.get(4)?;
-        let state = match (state, outcome) {
-            (1, Some(o)) => RecordState::Done(StoredOutcome::Succeeded(o)),
-            (2, Some(o)) => RecordState::Done(StoredOutcome::Failed(o)),
-            _ => RecordState::Processing { lease_until_ms: lease_until as u64 },
-        };
-        let takeover = match (row.get::<_, Option<i64>>(6)?, row.get::<_, Option<i64>>(7)?) {
-            (Some(token), Some(until)) => Some(TakeOver { token: token as u64, until_ms: until as u64 }),
-            _ => None,
-        };
-        Ok(Record {
-            fingerprint: row.get(0)?,
-            state,
-            token: row.get::<_, i64>(3)? as u64,
-            expires_at_ms: row.get::<_, i64>(5)? as u64,
-            takeover,
-            steps: journal_from_json(row.get::<_, Option<String>>(8)?.as_deref()),
-        })
-    })
-    .optional()
-}
-
-fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<()> {
-    let (state, outcome, lease_until) = match &rec.state {
-        RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
-        RecordState::Done(StoredOutcome::Succeeded(o)) => (1, Some(o.as_str()), 0),
-        RecordState::Done(StoredOutcome::Failed(o)) => (2, Some(o.as_str()), 0),
-    };
-    tx.prepare_cached(
-        "INSERT INTO idempotency_records
-           (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at,
-            takeover_token, takeover_until, steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-         ON CONFLICT (tenant, method, key) DO UPDATE SET
-           fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
-           token = excluded.token, lease_until = excluded.lease_until,
-           expires_at = excluded.expires_at, updated_at = excluded.updated_at,
-           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
-           steps = excluded.steps",
-    )?
-    .execute(params![
-        &*key.tenant,
-        &*key.method,
-        &*key.key,
-        rec.fingerprint,
-        state,
-        outcome,
-        rec.token as i64,
-        lease_until,
-        rec.expires_at_ms as i64,
-        now as i64,
-        rec.takeover.map(|t| t.token as i64),
-        rec.takeover.map(|t| t.until_ms as i64),
-        journal_to_json(&rec.steps),
-    ])?;
-    Ok(())
-}
-
-fn delete(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM idempotency_records WHERE tenant = ?1 AND method = ?2 AND key = ?3")?
-        .execute(params![&*key.tenant, &*key.method, &*key.key])?;
-    Ok(())
 }
 
 impl Store for SqliteStore {
@@ -706,9 +237,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use oncerpc_core::store::AcquireKind;
+    use oncerpc_core::store::{AcquireKind, EventStatus, RecordState, now_ms};
+    use rusqlite::Connection;
 
     use super::*;
 
@@ -735,8 +265,8 @@ mod tests {
         let path = temp_db("upgrade");
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+            conn.execute_batch(schema::MIGRATIONS[1]).unwrap();
             conn.pragma_update(None, "user_version", 2).unwrap();
             conn.execute_batch(
                 "INSERT INTO idempotency_records VALUES ('t', 'm', 'old', 'fp', 1, '1', 41, 0, 1, 1);
@@ -790,5 +320,35 @@ mod tests {
             ),
             other => panic!("expected a processing record, got {other:?}"),
         }
+    }
+
+    /// A claim that acquires a key, or finds it in progress, tells nobody anything a power
+    /// loss could take back: it is answered without a sync. A completion, the outcome it
+    /// stored replayed, and a read each wait for one.
+    #[tokio::test]
+    async fn only_answers_that_tell_something_durable_wait_for_a_sync() {
+        let store = SqliteStore::open(temp_db("sync-policy")).unwrap();
+        let before = store.wal_syncs();
+        let lease = Duration::from_secs(60);
+        let mut tokens = Vec::new();
+        for i in 0..20 {
+            match claim(&store, &RecordKey::new("t", "m", format!("k{i}").as_str()), lease).await {
+                Claim::Acquired { token, kind: AcquireKind::Fresh } => tokens.push(token),
+                other => panic!("{other:?}"),
+            }
+        }
+        let k0 = RecordKey::new("t", "m", "k0");
+        assert!(matches!(claim(&store, &k0, lease).await, Claim::InProgress { .. }));
+        assert_eq!(store.wal_syncs(), before, "20 claims acquired and one in progress: no sync");
+
+        let outcome = StoredOutcome::Succeeded("7".into());
+        assert!(store.complete(&k0, tokens[0], &outcome, Duration::from_secs(60)).await.unwrap());
+        let after_complete = store.wal_syncs();
+        assert!(after_complete > before, "a completion is answered after a sync");
+        assert!(matches!(claim(&store, &k0, lease).await, Claim::Done(StoredOutcome::Succeeded(_), _)));
+        assert!(store.wal_syncs() > after_complete, "a replayed outcome is answered after a sync");
+        let read = store.wal_syncs();
+        assert!(store.get(&k0).await.unwrap().is_some());
+        assert!(store.wal_syncs() > read, "a read is answered after a sync");
     }
 }
