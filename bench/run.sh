@@ -5,6 +5,9 @@
 #   bench/run.sh --duration 3 --reps 1    # quick look
 #   bench/run.sh --help                   # every flag
 #
+# Pins every server to CPU 0 and wrk to CPU 1 on a machine with 2 CPUs or more (--pin
+# auto|on|off), and repeats the shared scenarios unpinned as a second table.
+#
 # Installs what it needs when missing (wrk, and DejaVu fonts for the chart's text; Debian
 # packages, as root or with sudo), builds the release binaries (oncerpc, and the benchmark's
 # jsonrpsee / floor / upstream servers), then runs target/release/oncerpc-bench with the given
