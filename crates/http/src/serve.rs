@@ -1,0 +1,294 @@
+//! [`serve`]: HTTP/1.1 connections on hyper, with the connection limits of SPEC §12 —
+//! header, idle and TLS-handshake timeouts, `max_connections` (past it: `503`, then close) —
+//! and graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use oncerpc_protocol::{ErrorCode, RpcError};
+use tokio::sync::Semaphore;
+
+use crate::{head, tls};
+
+/// Connection-level limits of [`serve`] (SPEC §12).
+#[derive(Clone)]
+pub struct ServeConfig {
+    /// A connection that has not sent complete request headers by then is closed.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in progress for this long is closed.
+    pub idle_timeout: Duration,
+    /// Open connections at once; beyond it a new connection gets `503` and is closed.
+    pub max_connections: usize,
+    /// Where refused connections are counted (`oncerpc_overloaded_total{door="connections"}`).
+    pub metrics: Option<oncerpc_core::metrics::Metrics>,
+    /// Terminate TLS on every connection (`[tls]`); the handshake must finish within
+    /// `header_timeout`.
+    pub tls: Option<Arc<tls::ListenerTls>>,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            metrics: None,
+            tls: None,
+        }
+    }
+}
+
+/// Requests in progress on one connection and when the last one began or ended.
+struct Activity {
+    active: AtomicUsize,
+    last: std::sync::Mutex<tokio::time::Instant>,
+}
+
+impl Activity {
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = tokio::time::Instant::now();
+    }
+
+    fn begin(self: &Arc<Self>) -> ActiveRequest {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        self.touch();
+        ActiveRequest(self.clone())
+    }
+
+    /// Resolves once the connection has had no request in progress for `idle`.
+    async fn idle(&self, idle: Duration) {
+        loop {
+            if self.active.load(Ordering::SeqCst) > 0 {
+                tokio::time::sleep(idle).await;
+                continue;
+            }
+            let deadline = *self.last.lock().unwrap_or_else(|e| e.into_inner()) + idle;
+            if deadline <= tokio::time::Instant::now() {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// One request in progress; dropping it (answered, or the client left) ends it.
+struct ActiveRequest(Arc<Activity>);
+
+impl Drop for ActiveRequest {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The complete answer to a connection over `max_connections`.
+fn refusal() -> Vec<u8> {
+    let body = oncerpc_protocol::error_body(&RpcError::new(ErrorCode::Overloaded));
+    let mut out = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Answer `503` on a connection over the limit, then close it (after a short drain of what the
+/// client sent, so that the close does not reset the answer away).
+async fn refuse(mut tcp: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        tcp.write_all(&refusal()).await?;
+        tcp.shutdown().await?;
+        let mut buf = [0u8; 1024];
+        while tcp.read(&mut buf).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+}
+
+/// One accepted connection, served on its own task (after the TLS handshake, if any).
+struct Connection {
+    builder: Arc<hyper::server::conn::http1::Builder>,
+    /// The first request head must arrive within it ([`head::first`]); hyper's
+    /// `header_read_timeout` holds the later ones to it.
+    header_timeout: Duration,
+    router: Router,
+    watcher: hyper_util::server::graceful::Watcher,
+    idle: Duration,
+    peer: std::net::SocketAddr,
+}
+
+impl Connection {
+    async fn serve<I>(self, mut io: I)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let Connection { builder, header_timeout, router, watcher, idle, peer } = self;
+        // hyper's buffers only once a head has arrived: a stalled connection holds what it
+        // sent, not 16 KiB (`head.rs`).
+        let Some(first) = head::first(&mut io, header_timeout).await else {
+            tracing::debug!(%peer, "connection closed before its first request head arrived");
+            return;
+        };
+        let io = head::Prefixed::new(first, io);
+        let activity = Arc::new(Activity {
+            active: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(tokio::time::Instant::now()),
+        });
+        // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
+        // and boxes every route for each connection and adds an extension per request;
+        // nothing reads the peer address.
+        let svc = hyper_util::service::TowerToHyperService::new(router);
+        let act = activity.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let active = act.begin();
+            let fut = hyper::service::Service::call(&svc, req);
+            async move {
+                let resp = fut.await;
+                drop(active);
+                resp
+            }
+        });
+        let conn = watcher.watch(builder.serve_connection(hyper_util::rt::TokioIo::new(io), svc));
+        tokio::select! {
+            served = conn => {
+                if let Err(e) = served {
+                    tracing::debug!(error = %e, %peer, "connection ended with an error");
+                }
+            }
+            // No request in progress: dropping the connection closes it.
+            () = activity.idle(idle) => tracing::debug!(%peer, "idle connection closed"),
+        }
+    }
+}
+
+/// Serve `router` on `listener` until `shutdown` resolves, then stop accepting and wait for
+/// in-flight requests to finish. HTTP/1.1 on hyper's own connection machinery: headers must
+/// arrive within `header_timeout` (hyper's `header_read_timeout`), idle kept-alive connections
+/// are closed after `idle_timeout`, and at most `max_connections` are open at once.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use hyper_util::rt::TokioTimer;
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder.timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
+    let builder = Arc::new(builder);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut last_warn: Option<tokio::time::Instant> = None;
+    tokio::pin!(shutdown);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // EMFILE and the like: back off rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = tcp.set_nodelay(true);
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            if let Some(m) = &config.metrics {
+                m.overloaded("connections");
+            }
+            let now = tokio::time::Instant::now();
+            if last_warn.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(1)) {
+                last_warn = Some(now);
+                tracing::warn!(
+                    max_connections = config.max_connections,
+                    "connection limit reached: refusing new connections with 503"
+                );
+            }
+            tokio::spawn(refuse(tcp));
+            continue;
+        };
+        let conn = Connection {
+            builder: builder.clone(),
+            header_timeout: config.header_timeout,
+            router: router.clone(),
+            watcher: graceful.watcher(),
+            idle: config.idle_timeout,
+            peer,
+        };
+        match config.tls.clone() {
+            None => {
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    conn.serve(tcp).await;
+                });
+            }
+            Some(tls) => {
+                let (timeout, metrics) = (config.header_timeout, config.metrics.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    // A client that never finishes its handshake is held to the header timeout.
+                    let failed = match tokio::time::timeout(timeout, tls.acceptor().accept(tcp)).await {
+                        Ok(Ok(stream)) => return conn.serve(stream).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                            "error"
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            "timeout"
+                        }
+                    };
+                    if let Some(m) = metrics {
+                        m.tls_handshake_failed(failed);
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on the first SIGTERM or SIGINT (Ctrl-C).
+///
+/// The handlers are installed when this function is called, not when the future is first
+/// polled: a signal that arrives while the first request is being handled (before anything
+/// awaits the future) is then caught rather than killing the process with the default action.
+/// Call it inside the runtime.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        let install = |kind: SignalKind, name: &'static str| {
+            signal(kind).inspect_err(|e| tracing::warn!(error = %e, "cannot install the {name} handler")).ok()
+        };
+        let term = install(SignalKind::terminate(), "SIGTERM");
+        let int = install(SignalKind::interrupt(), "SIGINT");
+        async move {
+            async fn received(signal: Option<Signal>) {
+                match signal {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = received(int) => tracing::info!("SIGINT received, shutting down"),
+                () = received(term) => tracing::info!("SIGTERM received, shutting down"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("Ctrl-C received, shutting down");
+    }
+}
