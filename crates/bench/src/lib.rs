@@ -423,6 +423,11 @@ pub mod procfs {
         field_kib(status, "VmHWM:")
     }
 
+    /// `VmRSS` (resident set now) of a `/proc/PID/status` text, in KiB.
+    pub fn vm_rss_kib(status: &str) -> Option<u64> {
+        field_kib(status, "VmRSS:")
+    }
+
     fn field_kib(status: &str, field: &str) -> Option<u64> {
         let line = status.lines().find(|l| l.starts_with(field))?;
         line[field.len()..].split_whitespace().next()?.parse().ok()
@@ -644,6 +649,7 @@ Transfer/sec:      6.27MB
     fn reads_proc_files() {
         let status = "Name:\toncerpc\nVmPeak:\t  100 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
         assert_eq!(procfs::vm_hwm_kib(status), Some(20480));
+        assert_eq!(procfs::vm_rss_kib(status), Some(10240));
         let stat = "42 (tokio (x) y) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1 2 3";
         assert_eq!(procfs::cpu_ticks(stat), Some(300));
         let m = "cpu  100 5 50 800 20 1 2 0 0 0\ncpu0 1 2 3 4\n";

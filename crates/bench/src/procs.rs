@@ -109,6 +109,11 @@ impl Proc {
         procfs::vm_hwm_kib(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?)
     }
 
+    /// Resident set now (`VmRSS`), KiB.
+    pub fn rss_kib(&self) -> Option<u64> {
+        procfs::vm_rss_kib(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?)
+    }
+
     /// CPU time used so far (user + system), clock ticks.
     pub fn cpu_ticks(&self) -> Option<u64> {
         procfs::cpu_ticks(&std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?)

@@ -444,10 +444,25 @@ pub fn markdown(rep: &Report) -> String {
         if let (Some(edge), Some(base)) =
             (edge, shared.iter().find(|r| r.server == "oncerpc" && r.scenario == baseline))
         {
+            let rss: Vec<f64> = rep
+                .runs
+                .iter()
+                .filter(|r| r.scenario == edge.scenario)
+                .filter_map(|r| r.stalled_rss_mib)
+                .collect();
+            let rss = if rss.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " The server's resident set with them open: {} MiB (per repetition {}).",
+                    us(median(&rss)),
+                    rss.iter().map(|x| us(*x)).collect::<Vec<_>>().join(" · ")
+                )
+            };
             let _ = writeln!(
                 w,
                 "\n**Edge**: with {} stalled connections open, well-behaved clients got {} req/s, {} × the run \
-                 without them ({} req/s), p99 {} ms (without: {} ms).",
+                 without them ({} req/s), p99 {} ms (without: {} ms).{rss}",
                 s.stalled,
                 thousands(edge.req_per_s),
                 ratio(Some(edge.req_per_s / base.req_per_s)),

@@ -53,6 +53,10 @@ pub struct RunRecord {
     /// The store server's CPU per request wrk counted, µs (Redis rows: its `INFO cpu`).
     #[serde(default)]
     pub store_cpu_us: Option<f64>,
+    /// The edge row: the server's resident set (`VmRSS`, MiB) at the end of the measured run,
+    /// the stalled connections still open.
+    #[serde(default)]
+    pub stalled_rss_mib: Option<f64>,
 }
 
 impl RunRecord {
@@ -78,6 +82,7 @@ impl RunRecord {
             verification: String::new(),
             unrecorded_executions: 0,
             store_cpu_us: None,
+            stalled_rss_mib: None,
         }
     }
 
@@ -483,6 +488,10 @@ impl Bench<'_> {
         let outcome = run_wrk(threads, conns, args.duration, &script_path, &url, &prefix, self.wrk_cpu(&sc));
         let wall = t0.elapsed().as_secs_f64();
         let cpu1 = self.cpu(t);
+        // The edge row: the server's memory with the stalled connections still open.
+        if stalls.is_some() {
+            rec.stalled_rss_mib = self.procs[t.proc_idx].rss_kib().map(|k| k as f64 / 1024.0);
+        }
         let store1 = redis.then(|| procs::redis_cpu_secs(&args.redis_url)).flatten();
         if let Some(stalls) = stalls {
             let reopened = stalls.stop();
