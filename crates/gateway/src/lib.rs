@@ -10,6 +10,7 @@ pub mod console;
 pub mod demo;
 pub mod flow;
 mod limits;
+mod log_text;
 pub mod logging;
 pub mod mcp;
 pub mod mcp_upstreams;

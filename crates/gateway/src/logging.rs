@@ -19,6 +19,8 @@ use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
+use crate::log_text::{CachedSecondTime, FastFields, FastFormat};
+
 /// Log line format on stderr.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum LogFormat {
@@ -161,30 +163,6 @@ impl QueueWriter {
     }
 }
 
-/// tracing's default timestamp (RFC 3339, microseconds, UTC), with the date and time of day
-/// formatted once a second per thread instead of on every line.
-struct CachedSecondTime;
-
-impl tracing_subscriber::fmt::time::FormatTime for CachedSecondTime {
-    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
-        use std::cell::RefCell;
-        use std::time::UNIX_EPOCH;
-        thread_local! {
-            static SECOND: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
-        }
-        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        SECOND.with(|cached| {
-            let mut cached = cached.borrow_mut();
-            if cached.0 != now.as_secs() || cached.1.is_empty() {
-                let whole = UNIX_EPOCH + Duration::from_secs(now.as_secs());
-                let text = humantime::format_rfc3339_seconds(whole).to_string();
-                *cached = (now.as_secs(), text.trim_end_matches('Z').to_owned());
-            }
-            write!(w, "{}.{:06}Z", cached.1, now.subsec_micros())
-        })
-    }
-}
-
 /// Install the global subscriber writing to `sink` off the calling threads.
 ///
 /// The filter is `RUST_LOG` when set, else `settings.level`. A plain list of levels and
@@ -231,7 +209,9 @@ where
         Box<dyn Layer<tracing_subscriber::layer::Layered<Boxed, tracing_subscriber::Registry>> + Send + Sync>;
     let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_timer(CachedSecondTime);
     let fmt: Fmt = match settings.format {
-        LogFormat::Text => Box::new(fmt.with_ansi(false)),
+        LogFormat::Text => {
+            Box::new(fmt.with_ansi(false).fmt_fields(FastFields).event_format(FastFormat::new()))
+        }
         LogFormat::Json => Box::new(fmt.json().with_current_span(true).with_span_list(false)),
     };
     filtered.with(fmt).init();
@@ -250,18 +230,17 @@ fn init_exporting(spec: &str, format: LogFormat, writer: QueueWriter, otel: crat
     let not_exported = filter_fn(|m| m.target() != oncerpc_core::trace::SPAN_TARGET);
     let exported = filter_fn(|m| m.target() == oncerpc_core::trace::SPAN_TARGET && m.is_span());
     let base = tracing_subscriber::registry().with(otel.with_filter(exported));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(writer).with_timer(CachedSecondTime);
-    let json = |fmt: tracing_subscriber::fmt::Layer<_, _, _, _>| {
-        fmt.json().with_current_span(true).with_span_list(false)
-    };
+    let fmt = || tracing_subscriber::fmt::layer().with_writer(writer.clone()).with_timer(CachedSecondTime);
+    let text = || fmt().with_ansi(false).fmt_fields(FastFields).event_format(FastFormat::new());
+    let json = || fmt().json().with_current_span(true).with_span_list(false);
     match (spec.parse::<Targets>(), format) {
-        (Ok(t), LogFormat::Text) => base.with(fmt.with_ansi(false).with_filter(t.and(not_exported))).init(),
-        (Ok(t), LogFormat::Json) => base.with(json(fmt).with_filter(t.and(not_exported))).init(),
+        (Ok(t), LogFormat::Text) => base.with(text().with_filter(t.and(not_exported))).init(),
+        (Ok(t), LogFormat::Json) => base.with(json().with_filter(t.and(not_exported))).init(),
         (Err(_), LogFormat::Text) => {
-            base.with(fmt.with_ansi(false).with_filter(EnvFilter::new(spec).and(not_exported))).init()
+            base.with(text().with_filter(EnvFilter::new(spec).and(not_exported))).init()
         }
         (Err(_), LogFormat::Json) => {
-            base.with(json(fmt).with_filter(EnvFilter::new(spec).and(not_exported))).init()
+            base.with(json().with_filter(EnvFilter::new(spec).and(not_exported))).init()
         }
     }
 }

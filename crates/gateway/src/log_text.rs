@@ -1,0 +1,343 @@
+//! The text log's lines, written as tracing-subscriber's default (`Full`) format writes them,
+//! byte for byte, at a fraction of its cost — every request writes one (SPEC §7), and
+//! formatting it was ~6,000 instructions of a ~37,000-instruction query (callgrind,
+//! docs/BENCHMARKS.md).
+//!
+//! * [`FastFields`]: numbers, booleans and plain strings are written directly, every other
+//!   value with one formatting call instead of three; the message, errors and `r#`-prefixed
+//!   names are left to `DefaultVisitor` itself. (`log.` fields are special to
+//!   `DefaultVisitor` only with tracing-subscriber's `tracing-log` feature, which this build
+//!   does not enable; the test below would show it.)
+//! * [`FastFormat`]: an event outside any span (a query's access line) is timestamp, level,
+//!   target and fields, written without the formatting machinery; inside a span, or with ANSI
+//!   colours, the default format writes it.
+//! * [`CachedSecondTime`]: tracing's default timestamp, the date and time of day formatted once
+//!   a second per thread.
+
+use std::fmt;
+use std::time::Duration;
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::field::{RecordFields, VisitOutput};
+use tracing_subscriber::fmt::format::{DefaultVisitor, Format, Full, Writer};
+use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// tracing's default timestamp (RFC 3339, microseconds, UTC), with the date and time of day
+/// formatted once a second per thread instead of on every line.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CachedSecondTime;
+
+impl FormatTime for CachedSecondTime {
+    fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
+        use std::cell::RefCell;
+        use std::time::UNIX_EPOCH;
+        thread_local! {
+            static SECOND: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
+        }
+        let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        SECOND.with(|cached| {
+            let mut cached = cached.borrow_mut();
+            if cached.0 != now.as_secs() || cached.1.is_empty() {
+                let whole = UNIX_EPOCH + Duration::from_secs(now.as_secs());
+                let text = humantime::format_rfc3339_seconds(whole).to_string();
+                *cached = (now.as_secs(), text.trim_end_matches('Z').to_owned());
+            }
+            w.write_str(&cached.1)?;
+            // `.{:06}Z`, without the formatting machinery.
+            let micros = now.subsec_micros();
+            let mut digits = [b'.', b'0', b'0', b'0', b'0', b'0', b'0', b'Z'];
+            let mut n = micros;
+            for d in digits[1..7].iter_mut().rev() {
+                *d = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+            w.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
+        })
+    }
+}
+
+/// The default `Full` format's line for an event outside any span, written directly (module
+/// docs); any other event is the default format's.
+#[derive(Debug)]
+pub struct FastFormat {
+    full: Format<Full, CachedSecondTime>,
+}
+
+impl FastFormat {
+    pub fn new() -> FastFormat {
+        FastFormat { full: tracing_subscriber::fmt::format().with_timer(CachedSecondTime).with_ansi(false) }
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for FastFormat
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        if writer.has_ansi_escapes() || ctx.event_scope().is_some() {
+            return self.full.format_event(ctx, writer, event);
+        }
+        if CachedSecondTime.format_time(&mut writer).is_err() {
+            writer.write_str("<unknown time>")?;
+        }
+        let meta = event.metadata();
+        let level = match *meta.level() {
+            Level::TRACE => " TRACE ",
+            Level::DEBUG => " DEBUG ",
+            Level::INFO => "  INFO ",
+            Level::WARN => "  WARN ",
+            Level::ERROR => " ERROR ",
+        };
+        writer.write_str(level)?;
+        writer.write_str(meta.target())?;
+        writer.write_str(": ")?;
+        ctx.format_fields(writer.by_ref(), event)?;
+        writer.write_char('\n')
+    }
+}
+
+/// `DefaultFields`' output, faster (module docs).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FastFields;
+
+impl<'writer> FormatFields<'writer> for FastFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'writer>, fields: R) -> fmt::Result {
+        let mut visitor = Visitor { writer, is_empty: true, result: Ok(()) };
+        fields.record(&mut visitor);
+        visitor.result
+    }
+}
+
+struct Visitor<'a> {
+    writer: Writer<'a>,
+    is_empty: bool,
+    result: fmt::Result,
+}
+
+impl Visitor<'_> {
+    /// `name=` after the separating space; `false`: the field is one `DefaultVisitor` writes.
+    fn begin(&mut self, field: &Field) -> bool {
+        let name = field.name();
+        if self.result.is_err() || name == "message" || name.starts_with("r#") {
+            return false;
+        }
+        if self.is_empty {
+            self.is_empty = false;
+        } else if let Err(e) = self.writer.write_char(' ') {
+            self.result = Err(e);
+            return true;
+        }
+        self.result = self.writer.write_str(name).and_then(|()| self.writer.write_char('='));
+        true
+    }
+
+    /// The field as `DefaultVisitor` writes it.
+    fn delegate(&mut self, record: impl FnOnce(&mut DefaultVisitor<'_>)) {
+        if self.result.is_err() {
+            return;
+        }
+        let mut inner = DefaultVisitor::new(self.writer.by_ref(), self.is_empty);
+        record(&mut inner);
+        self.is_empty = false;
+        self.result = VisitOutput::finish(inner);
+    }
+}
+
+/// Whether `<str as Debug>` writes `s` unchanged between its quotes.
+fn plain(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+}
+
+impl Visit for Visitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if self.begin(field) {
+            let mut buf = itoa::Buffer::new();
+            self.result = self.result.and_then(|()| self.writer.write_str(buf.format(value)));
+        } else {
+            self.delegate(|v| v.record_u64(field, value));
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if self.begin(field) {
+            let mut buf = itoa::Buffer::new();
+            self.result = self.result.and_then(|()| self.writer.write_str(buf.format(value)));
+        } else {
+            self.delegate(|v| v.record_i64(field, value));
+        }
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if self.begin(field) {
+            self.result =
+                self.result.and_then(|()| self.writer.write_str(if value { "true" } else { "false" }));
+        } else {
+            self.delegate(|v| v.record_bool(field, value));
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if !plain(value) || !self.begin(field) {
+            return self.delegate(|v| v.record_str(field, value));
+        }
+        self.result = self.result.and_then(|()| {
+            self.writer.write_char('"')?;
+            self.writer.write_str(value)?;
+            self.writer.write_char('"')
+        });
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.delegate(|v| v.record_error(field, value));
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.begin(field) {
+            self.result = self.result.and_then(|()| write!(self.writer, "{value:?}"));
+        } else {
+            self.delegate(|v| v.record_debug(field, value));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::fmt::MakeWriter;
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buf {
+        type Writer = Buf;
+        fn make_writer(&'a self) -> Buf {
+            self.clone()
+        }
+    }
+
+    #[derive(Debug)]
+    struct Outer(std::io::Error);
+
+    impl fmt::Display for Outer {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("outer failed")
+        }
+    }
+
+    impl std::error::Error for Outer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// Every kind of field, in events and spans: what the log has always written.
+    fn emit() {
+        let cid: Arc<str> = Arc::from("0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+        let code: Option<i64> = Some(-32601);
+        let none: Option<u64> = None;
+        tracing::info!(
+            correlation_id = %cid,
+            method = %"sum",
+            kind = %"query",
+            duration_us = 42u64,
+            outcome = %"ok",
+            code,
+            none,
+            "request"
+        );
+        tracing::warn!(
+            plain = "abc",
+            quoted = "say \"hi\"",
+            slash = "a\\b",
+            unicode = "naïve ☃",
+            control = "tab\there\nnl\u{1b}[31m",
+            negative = -7i64,
+            big = u64::MAX,
+            yes = true,
+            no = false,
+            float = 1.5f64,
+            debug = ?vec![1, 2],
+            log.target = "a log field",
+            r#type = "raw name",
+            "message with \u{1b}[2J an escape and {} args",
+            3
+        );
+        let err = Outer(std::io::Error::other("inner cause"));
+        tracing::error!(error = &err as &(dyn std::error::Error + 'static), "failed");
+        let simple = std::io::Error::other("only one");
+        tracing::error!(error = &simple as &(dyn std::error::Error + 'static));
+        let span = tracing::info_span!("rpc", correlation_id = %cid, n = 1u64, s = "x y", empty = tracing::field::Empty);
+        let _g = span.enter();
+        span.record("empty", 9u64);
+        tracing::info!(inside = "span", "in a span");
+        let inner = tracing::info_span!("step", name = "reserve", attempt = 2u64);
+        inner.in_scope(|| tracing::info!("nested"));
+        tracing::info!("");
+    }
+
+    /// Every line of `emit`, with the timestamps (the only part that differs between two
+    /// runs) checked for their shape and cut off.
+    fn capture(fast: bool) -> Vec<String> {
+        use tracing_subscriber::layer::SubscriberExt;
+        let buf = Buf::default();
+        let layer = tracing_subscriber::fmt::layer().with_writer(buf.clone()).with_ansi(false);
+        if fast {
+            let layer = layer.fmt_fields(FastFields).event_format(FastFormat::new());
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+        } else {
+            let layer = layer.with_timer(CachedSecondTime);
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), emit);
+        }
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        out.lines()
+            .map(|l| {
+                let (time, rest) = l.split_once(' ').unwrap_or_else(|| panic!("no timestamp: {l:?}"));
+                let shape = time.len() == 27 && time.ends_with('Z') && time.as_bytes()[19] == b'.';
+                assert!(shape, "{time:?} in {l:?}");
+                rest.to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_what_the_default_format_writes_byte_for_byte() {
+        let default = capture(false);
+        let fast = capture(true);
+        assert!(default[0].contains("correlation_id=0193a1b2"), "{default:?}");
+        assert!(default[0].starts_with(" INFO "), "{default:?}");
+        assert_eq!(default.len(), 7, "{default:?}");
+        assert_eq!(fast, default);
+    }
+
+    #[test]
+    fn the_timestamp_is_rfc3339_with_microseconds() {
+        let mut s = String::new();
+        CachedSecondTime.format_time(&mut Writer::new(&mut s)).unwrap();
+        let parsed = humantime::parse_rfc3339(&s).unwrap_or_else(|e| panic!("{s}: {e}"));
+        let age = std::time::SystemTime::now().duration_since(parsed).unwrap();
+        assert!(age < Duration::from_secs(60), "{s}");
+        assert_eq!((s.len(), &s[19..20], &s[26..]), (27, ".", "Z"), "{s}");
+    }
+}
