@@ -63,7 +63,7 @@ pub fn chart(rep: &Report, path: &Path, text: bool) -> Result<(), String> {
         });
     }
     let mut own: Vec<Group> = Vec::new();
-    for r in rep.rows.iter().filter(|r| !r.shared && !r.scenario.starts_with("mcp-")) {
+    for r in rep.rows.iter().filter(|r| !r.shared && !r.is_mcp() && !r.is_unpinned()) {
         let label = if r.scenario.starts_with("flow") {
             "sync flow".to_owned()
         } else {
@@ -85,7 +85,12 @@ pub fn chart(rep: &Report, path: &Path, text: bool) -> Result<(), String> {
     let s = &rep.meta.settings;
     panel(
         &left,
-        &format!("req/s, same requests (median of {} × {} s)", s.reps, s.duration),
+        &format!(
+            "req/s, same requests{} (median of {} × {} s)",
+            if rep.meta.pinned { ", each server on one core" } else { "" },
+            s.reps,
+            s.duration
+        ),
         &shared,
         &[("oncerpc", ONCERPC), ("jsonrpsee", JSONRPSEE), ("floor (bare hyper)", FLOOR)],
         None,
