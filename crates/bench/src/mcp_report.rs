@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::report::{Report, Row, checks, ms, pinning, ratio, thousands};
+use crate::report::{Report, Row, pinning, ratio, server_rows};
 
 /// (MCP door's server CPU per call ÷ `/rpc`'s, MCP door's req/s ÷ rmcp's) of an MCP row, per
 /// scenario and door.
@@ -44,32 +44,7 @@ pub fn section(w: &mut String, rep: &Report) {
         return;
     }
     let _ = writeln!(w, "## The MCP door ({}, {} connections)\n", pinning(&rep.meta), s.connections);
-    let _ = writeln!(
-        w,
-        "| scenario | server | req/s | server CPU µs per call | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
-    );
-    let _ = writeln!(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|");
-    let mut last = String::new();
-    for r in &rows {
-        let title = if r.scenario == last { String::new() } else { r.title.clone() };
-        last = r.scenario.clone();
-        let _ = writeln!(
-            w,
-            "| {title} | {}{} | {} | {:.1} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
-            r.server,
-            if r.compilers_seen { " †" } else { "" },
-            thousands(r.req_per_s),
-            r.server_cpu_us,
-            ms(r.p50_ms),
-            ms(r.p99_ms),
-            r.errors(),
-            r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
-            r.server_cpu,
-            r.wrk_cpu,
-            r.other_cpu,
-            checks(r)
-        );
-    }
+    server_rows(w, &rows, "call");
     let ratios = mcp_ratios(&rep.rows);
     if !ratios.is_empty() {
         let _ = writeln!(

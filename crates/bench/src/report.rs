@@ -573,12 +573,12 @@ pub fn markdown(rep: &Report) -> String {
     o
 }
 
-/// The table of the shared scenarios (`rows`: the main table's or the shared view's), its
-/// ratios and the access log's cost.
-fn shared_table(w: &mut String, rep: &Report, rows: &[&Row]) {
+/// The table of `rows` (one per scenario and server, the scenario's title on its first row):
+/// req/s, server CPU µs per `unit`, latency, errors, each repetition, CPU split, checks.
+pub fn server_rows(w: &mut String, rows: &[&Row], unit: &str) {
     let _ = writeln!(
         w,
-        "| scenario | server | req/s | server CPU µs per request | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
+        "| scenario | server | req/s | server CPU µs per {unit} | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
     );
     let _ = writeln!(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|");
     let mut last = String::new();
@@ -602,6 +602,12 @@ fn shared_table(w: &mut String, rep: &Report, rows: &[&Row]) {
             checks(r)
         );
     }
+}
+
+/// The table of the shared scenarios (`rows`: the main table's or the shared view's), its
+/// ratios and the access log's cost.
+fn shared_table(w: &mut String, rep: &Report, rows: &[&Row]) {
+    server_rows(w, rows, "request");
     let ratios: Vec<&Ratio> =
         rep.ratios.iter().filter(|x| rows.iter().any(|r| r.scenario == x.scenario)).collect();
     if ratios.is_empty() {

@@ -436,7 +436,9 @@ impl Bench<'_> {
         }
 
         // 1. A handful of requests, judged.
-        let (n, failures) = self.precheck(rep, &sc.base(), t);
+        // What is sent and how it is judged (an unpinned row: its pinned scenario's).
+        let judged = sc.base();
+        let (n, failures) = self.precheck(rep, &judged, t);
         rec.check_requests = n;
         rec.check_failures = failures;
 
@@ -474,11 +476,8 @@ impl Bench<'_> {
         // 3. The measured run, with the counters and CPU times around it. oncerpc's counters
         //    are read once they stand still: requests the warm-up's wrk left in flight (counted
         //    `client_closed` when oncerpc notices the closed connection) land before them.
-        let before = if t.server.is_oncerpc() {
-            self.settled_snapshot(&sc.base(), t)
-        } else {
-            self.snapshot(&sc.base(), t)
-        };
+        let before =
+            if t.server.is_oncerpc() { self.settled_snapshot(&judged, t) } else { self.snapshot(&judged, t) };
         let redis = matches!(sc, Scenario::Command { store: Store::Redis, .. });
         let store0 = redis.then(|| procs::redis_cpu_secs(&args.redis_url)).flatten();
         let cpu0 = self.cpu(t);
@@ -530,10 +529,10 @@ impl Bench<'_> {
 
         // 4. Did oncerpc count what wrk counted?
         if t.server.is_oncerpc() {
-            let after = self.settled_snapshot(&sc.base(), t);
+            let after = self.settled_snapshot(&judged, t);
             match (before, after) {
                 (Ok(b), Ok(a)) => {
-                    let (ok, text) = verify(&sc.base(), t.server, rec.wrk.requests, u64::from(conns), &b, &a);
+                    let (ok, text) = verify(&judged, t.server, rec.wrk.requests, u64::from(conns), &b, &a);
                     rec.unrecorded_executions = unrecorded(&sc, &b, &a);
                     rec.verified = Some(ok);
                     rec.verification = text;
