@@ -140,6 +140,16 @@ impl Visitor<'_> {
         true
     }
 
+    /// `name=` and the digits of `value`; `false`: the field is one `DefaultVisitor` writes.
+    fn integer(&mut self, field: &Field, value: impl itoa::Integer) -> bool {
+        if !self.begin(field) {
+            return false;
+        }
+        let mut buf = itoa::Buffer::new();
+        self.result = self.result.and_then(|()| self.writer.write_str(buf.format(value)));
+        true
+    }
+
     /// The field as `DefaultVisitor` writes it.
     fn delegate(&mut self, record: impl FnOnce(&mut DefaultVisitor<'_>)) {
         if self.result.is_err() {
@@ -159,19 +169,13 @@ fn plain(s: &str) -> bool {
 
 impl Visit for Visitor<'_> {
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if self.begin(field) {
-            let mut buf = itoa::Buffer::new();
-            self.result = self.result.and_then(|()| self.writer.write_str(buf.format(value)));
-        } else {
+        if !self.integer(field, value) {
             self.delegate(|v| v.record_u64(field, value));
         }
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if self.begin(field) {
-            let mut buf = itoa::Buffer::new();
-            self.result = self.result.and_then(|()| self.writer.write_str(buf.format(value)));
-        } else {
+        if !self.integer(field, value) {
             self.delegate(|v| v.record_i64(field, value));
         }
     }
