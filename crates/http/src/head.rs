@@ -52,9 +52,8 @@ pub(crate) async fn first<I: AsyncRead + Unpin>(io: &mut I, timeout: Duration) -
 /// LF as a line end). Leading empty lines before the request line end it early: hyper then
 /// reads the rest itself, which is only less frugal.
 fn ends_head(buf: &[u8], before: usize) -> bool {
-    let from = before.saturating_sub(2);
-    let tail = &buf[from..];
-    memchr::memmem::find(tail, b"\n\n").is_some() || memchr::memmem::find(tail, b"\n\r\n").is_some()
+    let tail = &buf[before.saturating_sub(2)..];
+    memchr::memchr_iter(b'\n', tail).any(|i| matches!(&tail[i + 1..], [b'\n', ..] | [b'\r', b'\n', ..]))
 }
 
 /// A connection with bytes already read from it in front: reads return those first.
