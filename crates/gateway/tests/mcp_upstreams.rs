@@ -658,6 +658,111 @@ async fn a_garbage_upstream_is_shown_down_and_contained() {
     garbage.abort();
 }
 
+/// oncerpc in front of another oncerpc, which speaks the stateless revision: the client
+/// finds it with `server/discover` (no `initialize`), sends every request with the
+/// revision's `_meta` and headers — the downstream door refuses a call whose `Mcp-Name` or
+/// `Mcp-Param-Region` is missing or wrong, so an answer proves them — and a keyed command
+/// runs once on the step server behind both. With the downstream killed, a call is `-32006`
+/// and `/healthz` shows the upstream down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oncerpc_in_front_of_a_stateless_oncerpc_speaks_its_revision_and_runs_a_command_once() {
+    let steps = common::upstream::Upstream::start().await;
+    let dir = TempDir::new("mcp-upstream-stateless");
+    let down_store = format!("demo = false\n[store]\nurl = \"sqlite://{}\"\n", dir.file("down.db").display());
+    let downstream_config = format!(
+        r#"{store}
+[[methods]]
+name = "ship"
+kind = "command"
+description = "Ship an order"
+params_schema = {{ type = "object", required = ["order"], properties = {{ order = {{ type = "string" }}, region = {{ type = "string", "x-mcp-header" = "Region" }} }} }}
+  [[methods.steps]]
+  name = "ship"
+  url = "{ship}"
+
+[[methods]]
+name = "stock"
+kind = "query"
+  [[methods.steps]]
+  name = "stock"
+  url = "{stock}"
+"#,
+        store = down_store,
+        ship = steps.url("ship"),
+        stock = steps.url("stock"),
+    );
+    let down_dir = TempDir::new("mcp-upstream-stateless-down");
+    let mut downstream = Gateway::with_config(&down_dir, &downstream_config);
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"down\"\nurl = \"{url}\"\nprefix = \"down.\"\ntimeout_ms = 5000\n",
+        store = sqlite(&dir),
+        url = downstream.url("/mcp")
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "down").await;
+    let mut names = tool_names(&http).await;
+    names.sort();
+    assert_eq!(names, ["down.ship", "down.stock"], "both tools, prefixed");
+
+    let key = unique("stateless");
+    let body = call(1, "down.ship", json!({"order": "o-1", "region": "eu west"}), &key);
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "down.ship"),
+        ("Mcp-Param-Region", "=?base64?ZXUgd2VzdA==?="),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    let first = http.post("/mcp", body.to_string(), &headers).await;
+    let again = http.post("/mcp", body.to_string(), &headers).await;
+    let (first, again) = (first.json()["result"].clone(), again.json()["result"].clone());
+    assert_eq!(first["isError"], false, "the downstream accepted the call and its headers: {first}");
+    assert_eq!((status(&first), status(&again)), ("new", "duplicate"), "{first} {again}");
+    assert_eq!(first["content"], again["content"]);
+    assert_eq!(first.get("resultType"), Some(&json!("complete")), "this door's own framing: {first}");
+    assert_eq!(steps.count("ship"), 1, "the step behind both ran once");
+    let sent = steps.calls().into_iter().find(|c| c.step == "ship").unwrap();
+    assert_eq!(sent.body["region"], "eu west", "the arguments arrived: {:?}", sent.body);
+
+    // A query passes through each time.
+    for id in 2..4 {
+        let stock = post(&http, &call(id, "down.stock", json!({}), &unique("q"))).await;
+        assert_eq!(stock["isError"], false, "{stock}");
+    }
+    assert_eq!(steps.count("stock"), 2);
+
+    // The downstream saw the stateless revision only: discover, list, calls; no initialize.
+    let metrics = downstream.http().get("/metrics", &[]).await.body;
+    let requests = |method: &str| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("oncerpc_mcp_requests_total{") && l.contains(&format!("method=\"{method}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    assert!(requests("server/discover") >= 1.0, "{metrics}");
+    assert_eq!(requests("initialize"), 0.0, "{metrics}");
+    assert!(!metrics.contains("oncerpc_mcp_refusals_total{"), "no request was refused: {metrics}");
+
+    // The downstream killed: a call fails as the upstream's failure, and health shows it.
+    downstream.kill9();
+    let failed = post(&http, &call(5, "down.stock", json!({}), &unique("q"))).await;
+    assert_eq!(failed["structuredContent"]["code"], -32006, "{failed}");
+    let mut health = Value::Null;
+    for _ in 0..200 {
+        health = http.get("/healthz", &[]).await.json();
+        if health["mcp_upstreams"]["down"]["up"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(health["mcp_upstreams"]["down"]["up"], false, "{health}");
+}
+
 unsafe extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;

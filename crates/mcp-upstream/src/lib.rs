@@ -3,7 +3,7 @@
 //! oncerpc in front of other MCP servers (SPEC §16b). For each configured upstream
 //! ([`UpstreamSpec`]) a supervisor task connects as an MCP client — Streamable HTTP, or a
 //! command it starts and restarts with backoff ([`link`]) — in the era the upstream speaks
-//! (`server/discover` first, else `initialize`, by the official Rust SDK `rmcp`), lists its
+//! (`server/discover` first, else `initialize`; the client is oncerpc's own), lists its
 //! tools (again on `notifications/tools/list_changed`) and offers the allowed ones on
 //! oncerpc's MCP door through an [`External`] set ([`export`]).
 //!
@@ -16,9 +16,11 @@
 //! stored, so a retry with the same key runs again.
 
 pub mod call;
+mod client;
 pub mod export;
 pub mod link;
 pub mod metrics;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

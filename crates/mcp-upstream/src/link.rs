@@ -3,29 +3,22 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use globset::GlobSet;
-use oncerpc_core::{Dispatcher, Progress, ToolProgress};
+use oncerpc_core::{Dispatcher, Progress};
 use oncerpc_mcp::External;
 use oncerpc_protocol::RpcError;
-use rmcp::model::{
-    CallToolRequestParams, JsonRpcMessage, MetaObject, NumberOrString, ProgressNotificationParam,
-    ProtocolVersion, RequestMetaObject, ServerNotification,
-};
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, RunningService, RxJsonRpcMessage,
-    TxJsonRpcMessage,
-};
-use rmcp::transport::Transport as RmcpTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::call::{failed, timed_out};
+use crate::client::{Connection, Era, Headers, Listeners, Listing, Shared};
+use crate::wire::http::HttpWire;
+use crate::wire::stdio::StdioWire;
 use crate::{Transport, UpstreamMetrics, UpstreamSpec};
 
 /// The `_meta` member carrying the key to the upstream (the one oncerpc's own clients use).
@@ -33,11 +26,13 @@ pub const META_KEY: &str = oncerpc_mcp::call::META_KEY;
 /// The first pause before connecting again; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A stateless upstream's tool list is read again when its `ttlMs` ends, but not more often.
+const MIN_RELIST: Duration = Duration::from_secs(1);
 
 pub struct Link {
     pub spec: UpstreamSpec,
     pub(crate) allow: GlobSet,
-    peer: RwLock<Option<Peer<RoleClient>>>,
+    connection: RwLock<Option<Arc<Connection>>>,
     limit: Semaphore,
     metrics: UpstreamMetrics,
     stop: watch::Sender<bool>,
@@ -48,77 +43,12 @@ pub struct Link {
     /// Where the progress of each call in flight goes, by the token oncerpc gave it.
     listeners: Listeners,
     next_token: AtomicI64,
+    /// Each listed tool's `x-mcp-header` arguments: (header, path to the argument).
+    header_params: RwLock<HashMap<String, HeaderParams>>,
 }
 
-/// The progress sinks of the calls in flight whose client listens, by progress token.
-type Listeners = Arc<Mutex<HashMap<i64, Progress>>>;
-
-/// The client side's notifications: a changed tool list is listed again. (Progress is taken
-/// off the transport, in order: see [`Watched`].)
-struct Client {
-    relist: Arc<Notify>,
-}
-
-impl ClientHandler for Client {
-    fn on_tool_list_changed(
-        &self,
-        _: NotificationContext<RoleClient>,
-    ) -> impl Future<Output = ()> + Send + '_ {
-        self.relist.notify_one();
-        std::future::ready(())
-    }
-}
-
-/// An upstream's transport whose progress notifications are passed on as they are received:
-/// rmcp hands each notification to its handler on a task of its own, which may reorder them
-/// and let the call's answer overtake them; read here, they reach the client in the order the
-/// upstream sent them, before the answer that follows them.
-struct Watched<T> {
-    inner: T,
-    listeners: Listeners,
-}
-
-impl<T: RmcpTransport<RoleClient>> RmcpTransport<RoleClient> for Watched<T> {
-    type Error = T::Error;
-
-    fn send(
-        &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
-    }
-
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.inner.receive().await;
-        if let Some(JsonRpcMessage::Notification(n)) = &message
-            && let ServerNotification::ProgressNotification(p) = &n.notification
-        {
-            forward(&self.listeners, &p.params);
-        }
-        message
-    }
-
-    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.inner.close()
-    }
-}
-
-/// Pass an upstream's progress notification on to the call whose token it names (a token of
-/// no call in flight, late or made up by the upstream, is dropped).
-fn forward(listeners: &Listeners, params: &ProgressNotificationParam) {
-    let token = match &params.progress_token.0 {
-        NumberOrString::Number(n) => Some(*n),
-        NumberOrString::String(s) => s.parse().ok(),
-    };
-    let sink = token.and_then(|t| listeners.lock().unwrap_or_else(|e| e.into_inner()).get(&t).cloned());
-    if let Some(sink) = sink {
-        sink.forward(&ToolProgress {
-            progress: params.progress,
-            total: params.total,
-            message: params.message.as_deref(),
-        });
-    }
-}
+/// A tool's `x-mcp-header` arguments: each header's name and the path to its argument.
+type HeaderParams = Vec<(String, Vec<String>)>;
 
 /// A call's progress token, listened to until the call ends.
 struct Listening<'a> {
@@ -132,8 +62,6 @@ impl Drop for Listening<'_> {
     }
 }
 
-type Service = RunningService<RoleClient, Client>;
-
 impl Link {
     pub fn new(spec: UpstreamSpec, metrics: UpstreamMetrics) -> Result<Arc<Link>, String> {
         let allow =
@@ -142,13 +70,14 @@ impl Link {
             limit: Semaphore::new(spec.max_in_flight.max(1)),
             spec,
             allow,
-            peer: RwLock::new(None),
+            connection: RwLock::new(None),
             metrics,
             stop: watch::channel(false).0,
             relist: Arc::new(Notify::new()),
             legacy: AtomicBool::new(false),
             listeners: Arc::default(),
             next_token: AtomicI64::new(1),
+            header_params: RwLock::default(),
         }))
     }
 
@@ -156,72 +85,38 @@ impl Link {
         self.stop.send_replace(true);
     }
 
-    fn set_peer(&self, peer: Option<Peer<RoleClient>>) {
-        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = peer;
+    fn set_connection(&self, connection: Option<Arc<Connection>>) {
+        *self.connection.write().unwrap_or_else(|e| e.into_inner()) = connection;
     }
 
-    fn peer(&self) -> Option<Peer<RoleClient>> {
-        self.peer.read().unwrap_or_else(|e| e.into_inner()).clone()
+    fn connection(&self) -> Option<Arc<Connection>> {
+        self.connection.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Connect in the era the upstream speaks: `server/discover` first, else `initialize`.
-    async fn connect(&self, http: &reqwest::Client) -> Result<Service, String> {
-        if !self.legacy.load(Ordering::Relaxed) {
-            let auto = ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: None,
-            };
-            match self.connect_as(http, auto).await {
-                Ok(s) => return Ok(s),
-                Err(e) => {
-                    tracing::debug!(upstream = %self.spec.name, error = %e, "server/discover refused: trying initialize");
-                }
-            }
-        }
-        let service = self.connect_as(http, ClientLifecycleMode::Initialize).await?;
-        self.legacy.store(true, Ordering::Relaxed);
-        Ok(service)
-    }
-
-    async fn connect_as(&self, http: &reqwest::Client, mode: ClientLifecycleMode) -> Result<Service, String> {
-        let client = Client { relist: self.relist.clone() };
-        let listeners = self.listeners.clone();
-        let connecting = async {
-            match &self.spec.transport {
-                Transport::Http { url, headers } => {
-                    let mut custom = HashMap::new();
-                    for (k, v) in headers {
-                        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                            .map_err(|e| e.to_string())?;
-                        let value = reqwest::header::HeaderValue::from_str(v).map_err(|e| e.to_string())?;
-                        custom.insert(name, value);
-                    }
-                    let config =
-                        StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                    let inner = StreamableHttpClientTransport::with_client(http.clone(), config);
-                    let transport = Watched { inner, listeners };
-                    client.serve_with_lifecycle(transport, mode).await.map_err(|e| e.to_string())
-                }
-                Transport::Stdio { command, args, env } => {
-                    let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args).envs(env.iter().map(|(k, v)| (k, v))).kill_on_drop(true);
-                    let (inner, _) = TokioChildProcess::builder(cmd)
-                        .stderr(std::process::Stdio::inherit())
-                        .spawn()
-                        .map_err(|e| format!("cannot start {command:?}: {e}"))?;
-                    let transport = Watched { inner, listeners };
-                    client.serve_with_lifecycle(transport, mode).await.map_err(|e| e.to_string())
-                }
-            }
+    /// Connect in the era the upstream speaks: `server/discover` first, else `initialize`
+    /// (and `initialize` only, from then on).
+    async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
+        let shared = || Shared::new(self.listeners.clone(), self.relist.clone());
+        let open = |shared: Arc<Shared>| match &self.spec.transport {
+            Transport::Http { url, headers } => HttpWire::open(http.clone(), url, headers, shared),
+            Transport::Stdio { command, args, env } => StdioWire::open(command, args, env, shared),
         };
-        match tokio::time::timeout(self.spec.timeout.max(Duration::from_secs(5)), connecting).await {
-            Ok(r) => r,
-            Err(_) => Err("no answer to the handshake".into()),
+        let budget = self.spec.timeout.max(Duration::from_secs(5));
+        let legacy = self.legacy.load(Ordering::Relaxed);
+        let connecting = Connection::connect(open, shared, legacy, budget / 2);
+        let connection = match tokio::time::timeout(budget, connecting).await {
+            Ok(r) => r?,
+            Err(_) => return Err("no answer to the handshake".into()),
+        };
+        if *connection.era() != Era::Stateless {
+            self.legacy.store(true, Ordering::Relaxed);
         }
+        Ok(connection)
     }
 
-    /// The supervisor: connect, list and publish the tools, follow `list_changed`, and
-    /// connect again with jittered backoff when the connection ends; until [`Link::stop`].
+    /// The supervisor: connect, list and publish the tools, follow `list_changed` (a
+    /// stateless upstream's list: when its `ttlMs` ends), and connect again with jittered
+    /// backoff when the connection ends; until [`Link::stop`].
     pub fn supervise(
         self: Arc<Self>,
         dispatcher: Arc<Dispatcher>,
@@ -235,8 +130,8 @@ impl Link {
             self.report(&external, false, None);
             self.metrics.set_up(&name, false);
             while !*stop.borrow() {
-                let service = match self.connect(&http).await {
-                    Ok(s) => s,
+                let connection = match self.connect(&http).await {
+                    Ok(c) => Arc::new(c),
                     Err(e) => {
                         self.metrics.connect(&name, false);
                         self.report(&external, false, Some("cannot connect"));
@@ -252,59 +147,70 @@ impl Link {
                 };
                 backoff = FIRST_BACKOFF;
                 self.metrics.connect(&name, true);
-                let peer = service.peer().clone();
-                self.set_peer(Some(peer.clone()));
-                let tools = self.publish(&peer, &dispatcher, &external).await;
+                self.set_connection(Some(connection.clone()));
+                let (tools, mut ttl) = self.publish(&connection, &dispatcher, &external).await;
                 tracing::info!(upstream = %name, tools, "MCP upstream connected");
                 self.metrics.set_up(&name, true);
                 self.report(&external, true, None);
-                let cancel = service.cancellation_token();
-                let mut closed = std::pin::pin!(service.waiting());
                 loop {
+                    let relist_in = ttl.unwrap_or(Duration::from_secs(86_400)).max(MIN_RELIST);
                     tokio::select! {
-                        _ = &mut closed => break,
+                        _ = connection.shared.closed() => break,
                         _ = self.relist.notified() => {
-                            let tools = self.publish(&peer, &dispatcher, &external).await;
-                            tracing::info!(upstream = %name, tools, "MCP upstream tools listed again (list_changed)");
+                            (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
+                            tracing::info!(upstream = %name, tools = external.names(&name).len(), "MCP upstream tools listed again (list_changed)");
+                        }
+                        _ = tokio::time::sleep(relist_in), if ttl.is_some() => {
+                            (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
                         }
                         _ = stop.changed() => {
-                            cancel.cancel();
+                            connection.close();
                             break;
                         }
                     }
                 }
-                self.set_peer(None);
+                self.set_connection(None);
                 self.metrics.set_up(&name, false);
+                if *stop.borrow() {
+                    break;
+                }
                 self.report(&external, false, Some("connection lost"));
-                tracing::warn!(upstream = %name, "MCP upstream connection ended: connecting again");
+                tracing::warn!(upstream = %name, why = %oncerpc_core::LogSafe(&connection.shared.why()), "MCP upstream connection ended: connecting again");
             }
-            self.set_peer(None);
+            self.set_connection(None);
         });
     }
 
-    /// List the upstream's tools and offer the allowed ones; how many. A failed listing keeps
-    /// what was offered.
+    /// List the upstream's tools and offer the allowed ones: how many, and how long the list
+    /// may be kept (a stateless upstream's `ttlMs`). A failed listing keeps what was offered.
     async fn publish(
         self: &Arc<Self>,
-        peer: &Peer<RoleClient>,
+        connection: &Connection,
         dispatcher: &Dispatcher,
         external: &External,
-    ) -> usize {
-        match tokio::time::timeout(self.spec.timeout, peer.list_all_tools()).await {
-            Ok(Ok(tools)) => {
-                let listed: Vec<Value> = tools.iter().filter_map(|t| serde_json::to_value(t).ok()).collect();
-                let exported = crate::export::export(self, dispatcher, &listed);
+    ) -> (usize, Option<Duration>) {
+        match tokio::time::timeout(self.spec.timeout, connection.list_tools()).await {
+            Ok(Ok(Listing { tools, ttl })) => {
+                let headers = tools
+                    .iter()
+                    .filter_map(|t| {
+                        let params = oncerpc_mcp::tools::header_params(&t["inputSchema"]);
+                        Some((t["name"].as_str()?.to_owned(), params)).filter(|(_, p)| !p.is_empty())
+                    })
+                    .collect();
+                *self.header_params.write().unwrap_or_else(|e| e.into_inner()) = headers;
+                let exported = crate::export::export(self, dispatcher, &tools);
                 let n = exported.len();
                 external.replace(&self.spec.name, exported);
-                n
+                (n, ttl)
             }
             Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.spec.name, error = %e, "MCP upstream: tools/list failed");
-                external.names(&self.spec.name).len()
+                tracing::warn!(upstream = %self.spec.name, error = %oncerpc_core::LogSafe(&e.to_string()), "MCP upstream: tools/list failed");
+                (external.names(&self.spec.name).len(), None)
             }
             Err(_) => {
                 tracing::warn!(upstream = %self.spec.name, "MCP upstream: tools/list timed out");
-                external.names(&self.spec.name).len()
+                (external.names(&self.spec.name).len(), None)
             }
         }
     }
@@ -314,16 +220,16 @@ impl Link {
         &self,
         http: &reqwest::Client,
     ) -> Result<Vec<(String, oncerpc_core::Kind)>, String> {
-        let service = self.connect(http).await?;
-        let listed = tokio::time::timeout(self.spec.timeout, service.peer().list_all_tools()).await;
-        let _ = service.cancel().await;
+        let connection = self.connect(http).await?;
+        let listed = tokio::time::timeout(self.spec.timeout, connection.list_tools()).await;
+        connection.close();
         let tools = match listed {
-            Ok(Ok(tools)) => tools,
+            Ok(Ok(listing)) => listing.tools,
             Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
             Err(_) => return Err("tools/list timed out".into()),
         };
         let mut out = Vec::new();
-        for tool in tools.iter().filter_map(|t| serde_json::to_value(t).ok()) {
+        for tool in tools {
             let Some(name) = tool["name"].as_str().filter(|n| self.allow.is_match(n)) else { continue };
             out.push((format!("{}{name}", self.spec.prefix), crate::export::kind(&self.spec, &tool)));
         }
@@ -336,6 +242,26 @@ impl Link {
             state["error"] = json!(e);
         }
         external.set_health(&self.spec.name, state);
+    }
+
+    /// The stateless era's HTTP headers of a call of `tool`: its name, and each
+    /// `x-mcp-header` argument the call gives (a string of visible ASCII as it is, another
+    /// in the Base64 sentinel `=?base64?…?=`; numbers and booleans as JSON writes them).
+    fn call_headers(&self, tool: &str, arguments: &Map<String, Value>) -> Headers {
+        let mut headers = Headers { name: Some(tool.to_owned()), params: Vec::new() };
+        let wanted = self.header_params.read().unwrap_or_else(|e| e.into_inner());
+        for (header, path) in wanted.get(tool).into_iter().flatten() {
+            let Some((first, rest)) = path.split_first() else { continue };
+            let value = arguments.get(first).and_then(|v| rest.iter().try_fold(v, |v, key| v.get(key)));
+            let text = match value {
+                Some(Value::String(s)) if is_plain(s) => s.clone(),
+                Some(Value::String(s)) => format!("=?base64?{}?=", STANDARD.encode(s)),
+                Some(v @ (Value::Number(_) | Value::Bool(_))) => v.to_string(),
+                _ => continue,
+            };
+            headers.params.push((header.clone(), text));
+        }
+        headers
     }
 
     /// `tools/call` of `tool` with `arguments` and the key: the upstream's `CallToolResult`
@@ -352,11 +278,10 @@ impl Link {
     ) -> Result<Value, RpcError> {
         let name = &self.spec.name;
         let outcome = |o: &str| self.metrics.call(name, o);
-        let Some(peer) = self.peer() else {
+        let Some(connection) = self.connection() else {
             outcome("failed");
             return Err(failed(name, "not connected"));
         };
-        let mut params = CallToolRequestParams::new(tool.to_owned());
         let mut meta = Map::new();
         if let Some(key) = key {
             if let Some(arg) = &self.spec.key_argument {
@@ -370,23 +295,23 @@ impl Link {
             meta.insert("progressToken".into(), json!(token));
             Listening { listeners: &self.listeners, token }
         });
+        let headers = self.call_headers(tool, &arguments);
+        let mut params = json!({ "name": tool, "arguments": arguments });
         if !meta.is_empty() {
-            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+            params["_meta"] = Value::Object(meta);
         }
-        params.arguments = Some(arguments);
         let calling = async {
             let _permit = self.limit.acquire().await;
-            peer.call_tool(params).await
+            connection.call_tool(params, headers).await
         };
         match tokio::time::timeout(self.spec.timeout, calling).await {
-            Ok(Ok(result)) => {
-                let value = serde_json::to_value(&result).map_err(RpcError::internal)?;
+            Ok(Ok(value)) => {
                 outcome(if value["isError"] == json!(true) { "tool_error" } else { "ok" });
                 Ok(value)
             }
             Ok(Err(e)) => {
                 outcome("failed");
-                tracing::warn!(upstream = %name, tool = %oncerpc_core::LogSafe(tool), error = %e, "MCP upstream call failed");
+                tracing::warn!(upstream = %name, tool = %oncerpc_core::LogSafe(tool), error = %oncerpc_core::LogSafe(&e.to_string()), "MCP upstream call failed");
                 Err(failed(name, "the call did not complete"))
             }
             Err(_) => {
@@ -394,5 +319,68 @@ impl Link {
                 Err(timed_out(name, self.spec.timeout.as_millis()))
             }
         }
+    }
+}
+
+/// A header value that can go as it is: visible ASCII, no space or tab at either end.
+fn is_plain(s: &str) -> bool {
+    s.bytes().all(|b| (b' '..=b'~').contains(&b)) && s.trim_matches([' ', '\t']).len() == s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn link() -> Arc<Link> {
+        let spec = UpstreamSpec {
+            name: "up".into(),
+            transport: Transport::Http { url: "http://127.0.0.1:9/mcp".into(), headers: vec![] },
+            tools: vec![],
+            prefix: String::new(),
+            timeout: Duration::from_secs(1),
+            method_timeout: Duration::from_secs(2),
+            max_in_flight: 1,
+            key_argument: None,
+            kinds: BTreeMap::new(),
+            derive_key: BTreeMap::new(),
+        };
+        Link::new(spec, UpstreamMetrics::new()).unwrap()
+    }
+
+    #[test]
+    fn x_mcp_header_arguments_go_as_their_headers_encoded_as_the_door_decodes_them() {
+        let link = link();
+        let schema = json!({ "type": "object", "properties": {
+            "region": { "type": "string", "x-mcp-header": "Region" },
+            "note": { "type": "string", "x-mcp-header": "Note" },
+            "qty": { "type": "integer", "x-mcp-header": "Qty" },
+            "urgent": { "type": "boolean", "x-mcp-header": "Urgent" },
+            "addr": { "type": "object", "properties": { "city": { "type": "string", "x-mcp-header": "City" } } },
+            "tags": { "type": "array", "x-mcp-header": "Tags" },
+        }});
+        link.header_params.write().unwrap().insert("ship".into(), oncerpc_mcp::tools::header_params(&schema));
+        let arguments = json!({
+            "region": "eu west", "note": " café ", "qty": 3, "urgent": true,
+            "addr": { "city": "Zürich" }, "tags": ["a"],
+        });
+        let headers = link.call_headers("ship", arguments.as_object().unwrap());
+        assert_eq!(headers.name.as_deref(), Some("ship"));
+        let mut params = headers.params;
+        params.sort();
+        let expected: Vec<(String, String)> = [
+            ("City", format!("=?base64?{}?=", STANDARD.encode("Zürich"))),
+            ("Note", format!("=?base64?{}?=", STANDARD.encode(" café "))),
+            ("Qty", "3".into()),
+            ("Region", "eu west".into()),
+            ("Urgent", "true".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        assert_eq!(params, expected, "an array has no header form and is left out");
+
+        let none = link.call_headers("other", arguments.as_object().unwrap());
+        assert!(none.params.is_empty(), "a tool without x-mcp-header arguments sends none");
     }
 }
