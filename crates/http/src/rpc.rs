@@ -10,7 +10,7 @@ use oncerpc_core::generated_id;
 use oncerpc_protocol::{ErrorCode, RpcError};
 
 use crate::{
-    AppState, CORRELATION_HEADER, Door, FORCE_RETRY_HEADER, idempotency_headers, json_response, read_body,
+    AppState, CORRELATION, Door, FORCE_RETRY_HEADER, idempotency_headers, json_response, read_body,
     request_meta,
 };
 
@@ -54,7 +54,7 @@ pub(crate) async fn rpc(
         None => {
             let mut resp = StatusCode::NO_CONTENT.into_response();
             if let Ok(v) = reply.correlation_id.parse() {
-                resp.headers_mut().insert(CORRELATION_HEADER, v);
+                resp.headers_mut().insert(CORRELATION, v);
             }
             resp
         }
