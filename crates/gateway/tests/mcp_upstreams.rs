@@ -658,6 +658,33 @@ async fn a_garbage_upstream_is_shown_down_and_contained() {
     garbage.abort();
 }
 
+/// A call oncerpc stops waiting for (its `timeout_ms` passed) is `-32005`, and the upstream
+/// is told: `notifications/cancelled` for oncerpc's request reaches the tool, which stops.
+/// Over stdio, where no closed connection could tell it instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_that_times_out_is_cancelled_on_the_upstream() {
+    let Some(python) = mcp_clients::python_sdk() else { return };
+    let dir = TempDir::new("mcp-upstream-cancel");
+    let log = Executions(dir.file("executions.log"));
+    let script = mcp_clients::client_script("mcp_upstream_server.py");
+    let config = format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\ncommand = \"{python}\"\nargs = [\"{script}\", \"{log}\", \"stdio\"]\ntimeout_ms = 1500\n",
+        store = sqlite(&dir),
+        script = script.display(),
+        log = log.0.display(),
+    );
+    let gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    wait_up(&http, "pay").await;
+    log.hold();
+    let key = unique("cancel");
+    let answer = post(&http, &call(1, "slow_charge", json!({"amount": 2}), &key)).await;
+    assert_eq!(answer["structuredContent"]["code"], -32005, "{answer}");
+    wait_for("the upstream to be told", || log.of("slow_charge_cancelled", Some(&key)).len() == 1).await;
+    log.release();
+    assert_eq!(log.of("slow_charge", Some(&key)).len(), 1, "it ran once, and was stopped");
+}
+
 /// oncerpc in front of another oncerpc, which speaks the stateless revision: the client
 /// finds it with `server/discover` (no `initialize`), sends every request with the
 /// revision's `_meta` and headers — the downstream door refuses a call whose `Mcp-Name` or

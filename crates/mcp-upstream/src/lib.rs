@@ -20,6 +20,7 @@ mod client;
 pub mod export;
 pub mod link;
 pub mod metrics;
+mod shared;
 mod wire;
 
 use std::collections::BTreeMap;

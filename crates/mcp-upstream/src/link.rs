@@ -16,7 +16,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::call::{failed, timed_out};
-use crate::client::{Connection, Era, Headers, Listeners, Listing, Shared};
+use crate::client::{Connection, Listing};
+use crate::shared::{Era, Headers, Listeners, Shared};
+use crate::wire::Wire;
 use crate::wire::http::HttpWire;
 use crate::wire::stdio::StdioWire;
 use crate::{Transport, UpstreamMetrics, UpstreamSpec};
@@ -98,8 +100,12 @@ impl Link {
     async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
         let shared = || Shared::new(self.listeners.clone(), self.relist.clone());
         let open = |shared: Arc<Shared>| match &self.spec.transport {
-            Transport::Http { url, headers } => HttpWire::open(http.clone(), url, headers, shared),
-            Transport::Stdio { command, args, env } => StdioWire::open(command, args, env, shared),
+            Transport::Http { url, headers } => {
+                HttpWire::open(http.clone(), url, headers, shared).map(Wire::Http)
+            }
+            Transport::Stdio { command, args, env } => {
+                StdioWire::open(command, args, env, shared).map(Wire::Stdio)
+            }
         };
         let budget = self.spec.timeout.max(Duration::from_secs(5));
         let legacy = self.legacy.load(Ordering::Relaxed);

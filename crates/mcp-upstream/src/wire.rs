@@ -1,19 +1,15 @@
 //! How the client's messages travel: one POST per message (Streamable HTTP, [`http`]) or
 //! lines on a child process's stdin and stdout ([`stdio`]). Both hand every message they
-//! receive to [`Shared::route`](crate::client::Shared::route).
+//! receive to `Shared::route` (`shared.rs`) and send back what it answers.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::client::{Era, Failure, Headers};
+use crate::shared::{Era, Failure, Headers};
 
 pub(crate) mod http;
 pub(crate) mod stdio;
-
-/// The largest message read from an upstream: a line on stdio, an HTTP body, an event
-/// stream's whole length. Past it the connection is dropped as garbage.
-pub(crate) const MAX_MESSAGE: usize = 16 << 20;
 
 #[derive(Clone)]
 pub(crate) enum Wire {
@@ -33,7 +29,7 @@ impl Wire {
         headers: Headers,
     ) -> Result<(), Failure> {
         match self {
-            Wire::Http(h) => h.request(self, id, method, &message, era, &headers).await,
+            Wire::Http(h) => h.request(id, method, &message, era, &headers).await,
             Wire::Stdio(s) => s.send(&message),
         }
     }
@@ -51,7 +47,7 @@ impl Wire {
     /// GET stream; stdio's reader already does).
     pub(crate) fn listen(&self, era: &Era) {
         if let Wire::Http(h) = self {
-            h.clone().listen(self.clone(), era.clone());
+            h.clone().listen(era.clone());
         }
     }
 

@@ -9,7 +9,7 @@ really ran. At start it appends {"started": PID}.
 
 Tools: `charge` (a command: counts), `slow_charge` (a command that logs its start, then
 waits while the file LOG.hold exists, at most 60 s, so that a test can kill a process while
-it is in flight), `declined` (a command whose result is an isError one), `balance`
+it is in flight; cancelled by its client, it logs `slow_charge_cancelled`), `declined` (a command whose result is an isError one), `balance`
 (readOnlyHint: a query), `unlock_refund` (adds a `refund` tool and sends
 notifications/tools/list_changed), `ship` (reports progress three times when the call has a
 progress token; its `region` argument is marked `x-mcp-header: Region`). The commands take an optional `idempotency_key` argument of their
@@ -57,10 +57,15 @@ def charge(amount: int, card: str, ctx: Context, idempotency_key: str | None = N
 @mcp.tool(description="Charge slowly: logs its start, then waits while LOG.hold exists.")
 async def slow_charge(amount: int, ctx: Context, idempotency_key: str | None = None) -> dict:
     record({"tool": "slow_charge", "amount": amount, "key": seen_key(ctx), "key_argument": idempotency_key})
-    for _ in range(600):
-        if not os.path.exists(LOG + ".hold"):
-            break
-        await asyncio.sleep(0.1)
+    try:
+        for _ in range(600):
+            if not os.path.exists(LOG + ".hold"):
+                break
+            await asyncio.sleep(0.1)
+    except asyncio.CancelledError:
+        # The client sent notifications/cancelled for this call.
+        record({"tool": "slow_charge_cancelled", "key": seen_key(ctx)})
+        raise
     return {"charged": amount}
 
 

@@ -15,8 +15,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::Value;
 use sse_stream::SseStream;
 
-use super::{MAX_MESSAGE, Wire};
-use crate::client::{Era, Failure, Headers, Shared};
+use crate::shared::{Era, Failure, Headers, MAX_MESSAGE, Shared};
 
 const SESSION_ID: &str = "mcp-session-id";
 
@@ -49,21 +48,21 @@ impl HttpWire {
         url: &str,
         headers: &[(String, String)],
         shared: Arc<Shared>,
-    ) -> Result<Wire, String> {
+    ) -> Result<Arc<HttpWire>, String> {
         let mut map = HeaderMap::new();
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("header {k:?}: {e}"))?;
             let value = HeaderValue::from_str(v).map_err(|e| format!("header {k:?}: {e}"))?;
             map.insert(name, value);
         }
-        Ok(Wire::Http(Arc::new(HttpWire {
+        Ok(Arc::new(HttpWire {
             client,
             url: url.to_owned(),
             headers: map,
             session: Mutex::default(),
             era: Mutex::default(),
             shared,
-        })))
+        }))
     }
 
     fn session(&self) -> Option<HeaderValue> {
@@ -122,8 +121,7 @@ impl HttpWire {
     }
 
     pub(crate) async fn request(
-        &self,
-        wire: &Wire,
+        self: &Arc<Self>,
         id: i64,
         method: &str,
         message: &Value,
@@ -146,12 +144,12 @@ impl HttpWire {
             return Ok(());
         }
         if is_event_stream(&resp) && status.is_success() {
-            return self.events(wire, resp, Some(id)).await;
+            return self.events(resp, Some(id)).await;
         }
         let body = read(resp).await.map_err(|e| self.broken(&e))?;
         match serde_json::from_slice::<Value>(&body) {
-            Ok(Value::Array(messages)) => messages.into_iter().for_each(|m| self.shared.route(m, wire)),
-            Ok(message) => self.shared.route(message, wire),
+            Ok(Value::Array(messages)) => messages.into_iter().for_each(|m| self.route(m)),
+            Ok(message) => self.route(message),
             Err(_) if status.is_success() => return Err(Failure::Garbage("the answer is not JSON".into())),
             Err(_) => {}
         }
@@ -163,7 +161,7 @@ impl HttpWire {
 
     /// An event stream's messages, routed in order, until the answer to `until` (or the
     /// stream's end).
-    async fn events(&self, wire: &Wire, resp: Response, until: Option<i64>) -> Result<(), Failure> {
+    async fn events(self: &Arc<Self>, resp: Response, until: Option<i64>) -> Result<(), Failure> {
         let body = http_body_util::Limited::new(reqwest::Body::from(resp), MAX_MESSAGE)
             .map_err(|e| BodyError(e.to_string()));
         let mut events = SseStream::new(body);
@@ -171,7 +169,7 @@ impl HttpWire {
             let event = event.map_err(|e| self.broken(&e.to_string()))?;
             let Some(data) = event.data.filter(|d| !d.is_empty()) else { continue };
             match serde_json::from_str::<Value>(&data) {
-                Ok(message) => self.shared.route(message, wire),
+                Ok(message) => self.route(message),
                 Err(_) => tracing::debug!("MCP upstream: an event that is not JSON, ignored"),
             }
             if until.is_some_and(|id| !self.shared.awaits(id)) {
@@ -183,6 +181,15 @@ impl HttpWire {
                 Err(Failure::Garbage("the event stream ended without an answer".into()))
             }
             _ => Ok(()),
+        }
+    }
+
+    /// Route one received message; the answer to a request of the upstream's own is POSTed
+    /// on a task of its own.
+    fn route(self: &Arc<Self>, message: Value) {
+        if let Some(reply) = self.shared.route(message) {
+            let this = self.clone();
+            tokio::spawn(async move { this.notify(&reply, None).await });
         }
     }
 
@@ -206,7 +213,7 @@ impl HttpWire {
 
     /// The session's GET stream, read until the connection closes; opened again a second
     /// after it ends. An upstream that offers none (`405`) is not asked again.
-    pub(crate) fn listen(self: Arc<Self>, wire: Wire, era: Era) {
+    pub(crate) fn listen(self: Arc<Self>, era: Era) {
         tokio::spawn(async move {
             let shared = self.shared.clone();
             let listening = async {
@@ -223,7 +230,7 @@ impl HttpWire {
                             return;
                         }
                         Ok(resp) if resp.status().is_success() && is_event_stream(&resp) => {
-                            let _ = self.events(&wire, resp, None).await;
+                            let _ = self.events(resp, None).await;
                         }
                         Ok(_) | Err(_) => {}
                     }

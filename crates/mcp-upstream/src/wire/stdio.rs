@@ -12,8 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use super::{MAX_MESSAGE, Wire};
-use crate::client::{Failure, Shared};
+use crate::shared::{Failure, MAX_MESSAGE, Shared};
 
 #[derive(Clone)]
 pub(crate) struct StdioWire {
@@ -27,7 +26,7 @@ impl StdioWire {
         args: &[String],
         env: &[(String, String)],
         shared: Arc<Shared>,
-    ) -> Result<Wire, String> {
+    ) -> Result<StdioWire, String> {
         let mut cmd = tokio::process::Command::new(command);
         cmd.args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -40,7 +39,7 @@ impl StdioWire {
             return Err(format!("cannot start {command:?}: no stdin or stdout"));
         };
         let (lines, mut out) = mpsc::unbounded_channel::<Vec<u8>>();
-        let wire = Wire::Stdio(StdioWire { lines });
+        let wire = StdioWire { lines: lines.clone() };
 
         let closing = shared.clone();
         tokio::spawn(async move {
@@ -59,7 +58,7 @@ impl StdioWire {
         });
 
         let reading = shared.clone();
-        let router = wire.clone();
+        let replies = StdioWire { lines: lines.clone() };
         tokio::spawn(async move {
             let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_MESSAGE));
             let why = loop {
@@ -75,7 +74,11 @@ impl StdioWire {
                     Some(Err(e)) => break format!("cannot read the command's output: {e}"),
                     Some(Ok(line)) if line.trim().is_empty() => {}
                     Some(Ok(line)) => match serde_json::from_str::<Value>(&line) {
-                        Ok(message) => reading.route(message, &router),
+                        Ok(message) => {
+                            if let Some(reply) = reading.route(message) {
+                                let _ = replies.send(&reply);
+                            }
+                        }
                         Err(_) => {
                             tracing::debug!("MCP upstream command wrote a line that is not JSON: ignored")
                         }
@@ -100,13 +103,6 @@ impl StdioWire {
             }
         });
         Ok(wire)
-    }
-
-    /// A wire whose lines are the returned receiver's (for tests of what is sent).
-    #[cfg(test)]
-    pub(crate) fn pair() -> (Wire, mpsc::UnboundedReceiver<Vec<u8>>) {
-        let (lines, rx) = mpsc::unbounded_channel();
-        (Wire::Stdio(StdioWire { lines }), rx)
     }
 
     pub(crate) fn send(&self, message: &Value) -> Result<(), Failure> {
