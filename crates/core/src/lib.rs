@@ -79,7 +79,7 @@ pub use method::{
 pub use metrics::set_log_lines_dropped_source;
 pub use oncerpc_protocol as protocol;
 pub use progress::{Progress, Report, StepProgress, ToolProgress};
-pub use redact::{LOG_MAX_CHARS, LogSafe, has_userinfo, redact_url};
+pub use redact::{LOG_MAX_CHARS, LogSafe, error_chain, has_userinfo, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};
 pub use trace::TraceContext;

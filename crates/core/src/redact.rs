@@ -100,6 +100,19 @@ impl fmt::Debug for LogSafe<'_> {
     }
 }
 
+/// An error and its sources on one line, `: `-separated: `reqwest` and `hyper` keep the cause
+/// ("connection refused") in the source chain, out of their own message.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}
+
 /// Whether a URL carries a user or password (`https://user:pass@host/…`). Configuration refuses
 /// such URLs where a credential belongs in a header: a URL reaches log lines. The user info
 /// ends at the last `@` before the query, as [`redact_url`] reads it (a password may hold `/`);

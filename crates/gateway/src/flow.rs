@@ -368,7 +368,7 @@ impl Flow {
             let tls = crate::upstream::tls_reason(&e);
             // A refused or reset connection may be back; a certificate will not change.
             let kind = if tls.is_some() { Attempt::Permanent } else { Attempt::Transient(None) };
-            (self.fail(ctx, step, None, Failure::Unreachable(error_chain(&e), tls)), kind)
+            (self.fail(ctx, step, None, Failure::Unreachable(oncerpc_core::error_chain(&e), tls)), kind)
         })?;
         let status = resp.status();
         if !status.is_success() {
@@ -391,9 +391,10 @@ impl Flow {
             ReadError::TooLarge => {
                 (self.fail(ctx, step, Some(status), Failure::TooLarge(max)), Attempt::Permanent)
             }
-            ReadError::Io(e) => {
-                (self.fail(ctx, step, Some(status), Failure::Read(error_chain(&e))), Attempt::Transient(None))
-            }
+            ReadError::Io(e) => (
+                self.fail(ctx, step, Some(status), Failure::Read(oncerpc_core::error_chain(&e))),
+                Attempt::Transient(None),
+            ),
         })?;
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok("null".to_owned());
@@ -585,18 +586,6 @@ fn flow_changed(e: &ResumeError) -> RpcError {
 fn upstream_failed(step: &str, mut data: serde_json::Value) -> RpcError {
     data["step"] = json!(step);
     RpcError::new(ErrorCode::UpstreamFailed).data(data)
-}
-
-/// `reqwest` hides the cause ("connection refused") in its source chain.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }
 
 /// Register every `[[methods]]` flow; their attempts are counted in `attempts`.

@@ -116,6 +116,17 @@ fn sqlite(dir: &TempDir) -> String {
     format!("demo = false\n[store]\nurl = \"sqlite://{}\"\n", dir.file("once.db").display())
 }
 
+/// A config with the Python upstream over stdio as `pay` (started by oncerpc), logging its
+/// executions to `log`; `extra`: more keys of its `[[mcp.upstreams]]` entry.
+fn stdio_config(dir: &TempDir, python: &str, log: &Executions, extra: &str) -> String {
+    format!(
+        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\ncommand = \"{python}\"\nargs = [\"{script}\", \"{log}\", \"stdio\"]\n{extra}",
+        store = sqlite(dir),
+        script = mcp_clients::client_script("mcp_upstream_server.py").display(),
+        log = log.0.display(),
+    )
+}
+
 /// `tools/call` of `tool` in the `2026-07-28` revision, with `key` in `_meta`.
 fn call(id: u64, tool: &str, arguments: Value, key: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments,
@@ -369,12 +380,11 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     let Some(python) = mcp_clients::python_sdk() else { return };
     let dir = TempDir::new("mcp-upstream-stdio");
     let log = Executions(dir.file("executions.log"));
-    let script = mcp_clients::client_script("mcp_upstream_server.py");
-    let config = format!(
-        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\ncommand = \"{python}\"\nargs = [\"{script}\", \"{log}\", \"stdio\"]\nprefix = \"pay.\"\nkey_argument = \"idempotency_key\"\ntimeout_ms = 20000\n",
-        store = sqlite(&dir),
-        script = script.display(),
-        log = log.0.display(),
+    let config = stdio_config(
+        &dir,
+        &python,
+        &log,
+        "prefix = \"pay.\"\nkey_argument = \"idempotency_key\"\ntimeout_ms = 20000\n",
     );
     let gw = Gateway::with_config(&dir, &config);
     let http = gw.http();
@@ -666,13 +676,7 @@ async fn a_call_that_times_out_is_cancelled_on_the_upstream() {
     let Some(python) = mcp_clients::python_sdk() else { return };
     let dir = TempDir::new("mcp-upstream-cancel");
     let log = Executions(dir.file("executions.log"));
-    let script = mcp_clients::client_script("mcp_upstream_server.py");
-    let config = format!(
-        "{store}\n[[mcp.upstreams]]\nname = \"pay\"\ncommand = \"{python}\"\nargs = [\"{script}\", \"{log}\", \"stdio\"]\ntimeout_ms = 1500\n",
-        store = sqlite(&dir),
-        script = script.display(),
-        log = log.0.display(),
-    );
+    let config = stdio_config(&dir, &python, &log, "timeout_ms = 1500\n");
     let gw = Gateway::with_config(&dir, &config);
     let http = gw.http();
     wait_up(&http, "pay").await;

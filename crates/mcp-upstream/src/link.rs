@@ -301,7 +301,11 @@ impl Link {
             meta.insert("progressToken".into(), json!(token));
             Listening { listeners: &self.listeners, token }
         });
-        let headers = self.call_headers(tool, &arguments);
+        // Only the stateless revision's HTTP requests carry them.
+        let headers = match connection.era() {
+            Era::Stateless => self.call_headers(tool, &arguments),
+            Era::Session(_) => Headers::default(),
+        };
         let mut params = json!({ "name": tool, "arguments": arguments });
         if !meta.is_empty() {
             params["_meta"] = Value::Object(meta);

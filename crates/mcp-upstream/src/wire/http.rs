@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use http_body_util::BodyExt;
+use oncerpc_core::error_chain;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
@@ -111,9 +112,9 @@ impl HttpWire {
             Ok(resp) => Ok(resp),
             // No answer in time is this request's failure; anything else (refused, reset,
             // TLS) means the upstream is not there: the connection is made again.
-            Err(e) if e.is_timeout() || e.is_builder() => Err(Failure::Garbage(chain(&e))),
+            Err(e) if e.is_timeout() || e.is_builder() => Err(Failure::Garbage(error_chain(&e))),
             Err(e) => {
-                let why = format!("cannot reach the upstream: {}", chain(&e));
+                let why = format!("cannot reach the upstream: {}", error_chain(&e));
                 self.shared.close(&why);
                 Err(Failure::Closed(why))
             }
@@ -254,18 +255,6 @@ impl HttpWire {
             let _ = tokio::time::timeout(Duration::from_secs(5), req.send()).await;
         });
     }
-}
-
-/// An error and its sources, `: `-separated (reqwest's own message hides the cause).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 fn is_event_stream(resp: &Response) -> bool {
