@@ -727,7 +727,9 @@ kind = "query"
     let config = format!(
         "{store}\n[[mcp.upstreams]]\nname = \"down\"\nurl = \"{url}\"\nprefix = \"down.\"\ntimeout_ms = 5000\n",
         store = sqlite(&dir),
-        url = downstream.url("/mcp")
+        // A query the downstream ignores: an upstream URL's query may hold a token, which no
+        // log line may show.
+        url = downstream.url("/mcp?probe=not-in-any-log")
     );
     let gw = Gateway::with_config(&dir, &config);
     let http = gw.http();
@@ -792,6 +794,12 @@ kind = "query"
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(health["mcp_upstreams"]["down"]["up"], false, "{health}");
+    wait_for("the failed reconnection's log line", || {
+        gw.log().iter().any(|l| l.contains("MCP upstream: cannot connect"))
+    })
+    .await;
+    let logged: Vec<String> = gw.log().into_iter().filter(|l| l.contains("not-in-any-log")).collect();
+    assert!(logged.is_empty(), "the upstream's URL in a log line: {logged:?}");
 }
 
 unsafe extern "C" {

@@ -108,7 +108,8 @@ impl HttpWire {
             }
         }
         let body = serde_json::to_vec(message).map_err(|e| Failure::Garbage(e.to_string()))?;
-        match req.body(body).send().await {
+        // The URL stays out of the error (and so of the log): its query may hold a token.
+        match req.body(body).send().await.map_err(reqwest::Error::without_url) {
             Ok(resp) => Ok(resp),
             // No answer in time is this request's failure; anything else (refused, reset,
             // TLS) means the upstream is not there: the connection is made again.
@@ -164,7 +165,7 @@ impl HttpWire {
     /// stream's end).
     async fn events(self: &Arc<Self>, resp: Response, until: Option<i64>) -> Result<(), Failure> {
         let body = http_body_util::Limited::new(reqwest::Body::from(resp), MAX_MESSAGE)
-            .map_err(|e| BodyError(e.to_string()));
+            .map_err(|e| BodyError(without_url(e)));
         let mut events = SseStream::new(body);
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| self.broken(&e.to_string()))?;
@@ -257,6 +258,14 @@ impl HttpWire {
     }
 }
 
+/// A body's error without the URL reqwest puts in it.
+fn without_url(e: Box<dyn std::error::Error + Send + Sync>) -> String {
+    match e.downcast::<reqwest::Error>() {
+        Ok(e) => e.without_url().to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
 fn is_event_stream(resp: &Response) -> bool {
     resp.headers()
         .get(CONTENT_TYPE)
@@ -267,7 +276,7 @@ fn is_event_stream(resp: &Response) -> bool {
 /// A whole body, at most [`MAX_MESSAGE`] bytes.
 async fn read(mut resp: Response) -> Result<Vec<u8>, String> {
     let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.without_url().to_string())? {
         if body.len() + chunk.len() > MAX_MESSAGE {
             return Err(format!("an answer over {MAX_MESSAGE} bytes"));
         }
