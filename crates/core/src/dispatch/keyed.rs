@@ -133,8 +133,11 @@ impl Dispatcher {
         // The request's exported span (`[telemetry]`) goes along into the task: entered there
         // under the logged one, it stays the parent of the claim's and the steps' spans.
         let exported = crate::trace::exported_current();
+        // Boxed before it is wrapped and spawned: the state machine is large, and each wrapper
+        // and the task's cell would otherwise move it by value (memcpy), as would the task's
+        // stage changes when it ends.
         self.exec.spawn(
-            async move {
+            Box::pin(async move {
                 // Held until the outcome is stored, not only until the client is answered.
                 let _permit = permit;
                 let deadline = started + method.spec.timeout;
@@ -171,7 +174,7 @@ impl Dispatcher {
                 if let Some((id, _)) = &event {
                     exec.settle_event(id, token, &outcome, &settled).await;
                 }
-            }
+            })
             .instrument(exported)
             .instrument(span),
         );
