@@ -294,6 +294,39 @@ mod tests {
         assert_eq!((pending.len(), pending[0].token, next), (1, 42, None));
     }
 
+    /// A transaction draws its tokens from the counter it read once and writes the last one
+    /// back before it commits: two stores on one file (as two processes would be), each
+    /// grouping many claims per transaction, never hand out one token twice, and a store
+    /// opened afterwards goes on above them all.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stores_sharing_a_file_never_draw_one_token_twice() {
+        let path = temp_db("shared-tokens");
+        let (a, b) =
+            (Arc::new(SqliteStore::open(&path).unwrap()), Arc::new(SqliteStore::open(&path).unwrap()));
+        let mut claims = tokio::task::JoinSet::new();
+        for i in 0..200 {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            claims.spawn(async move {
+                let key = RecordKey::new("t", "m", format!("k{i}"));
+                match claim(&store, &key, Duration::from_secs(60)).await {
+                    Claim::Acquired { token, kind: AcquireKind::Fresh } => token,
+                    other => panic!("a new key must be acquired, got {other:?}"),
+                }
+            });
+        }
+        let mut tokens = claims.join_all().await;
+        tokens.sort_unstable();
+        tokens.dedup();
+        assert_eq!(tokens.len(), 200, "a token was drawn twice");
+        let highest = *tokens.last().unwrap();
+        drop((a, b));
+        let later = SqliteStore::open(&path).unwrap();
+        match claim(&later, &RecordKey::new("t", "m", "later"), Duration::from_secs(60)).await {
+            Claim::Acquired { token, .. } => assert!(token > highest, "{token} after {highest}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// Issue: the clock was read before `BEGIN IMMEDIATE` waited for another process's write
     /// lock, so the lease granted after the wait ended early by the length of the wait.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use oncerpc_core::store::{
     Claim, ClaimRequest, Event, EventFilter, EventStatus, Record, RecordKey, RecordState, Release,
-    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step,
+    StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step, expiry,
     journal_from_json, journal_to_json, status_of,
 };
 use rusqlite::{OptionalExtension, Transaction, params};
@@ -51,22 +51,23 @@ impl Done {
     }
 }
 
-pub(crate) fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result<Done> {
+pub(crate) fn apply(tx: &Transaction<'_>, tokens: &mut Tokens, op: &Op, now: u64) -> rusqlite::Result<Done> {
     match op {
         Op::Claim { key, fingerprint, force_retry, lease, ttl } => {
-            let existing = load(tx, key)?;
             let req = ClaimRequest { key, fingerprint, force_retry: *force_retry, lease: *lease, ttl: *ttl };
-            // `decide` draws a token through an infallible closure: keep the SQL error for after.
-            let mut failed = None;
-            let (claim, new) = decide(existing.as_ref(), &req, now, || {
-                next_token(tx).unwrap_or_else(|e| {
-                    failed = Some(e);
-                    0
-                })
-            });
-            if let Some(e) = failed {
-                return Err(e);
+            // The common case in one statement: no record, the key is this claim's.
+            let token = tokens.upcoming(tx)?;
+            if let (claim, Some(rec)) = decide(None, &req, now, || token)
+                && insert_new(tx, key, &rec, now)?
+            {
+                tokens.take(token);
+                return Ok(Done::Claim(claim));
             }
+            let existing = load(tx, key)?;
+            let (claim, new) = decide(existing.as_ref(), &req, now, || {
+                tokens.take(token);
+                token
+            });
             if let Some(rec) = new {
                 save(tx, key, &rec, now)?;
             }
@@ -87,6 +88,10 @@ pub(crate) fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result
             Ok(Done::Bool(stored.is_some()))
         }
         Op::Complete { key, token, outcome, ttl } => {
+            // The common case in one statement: the processing record is still this token's.
+            if finish(tx, key, *token, outcome, *ttl, now)? {
+                return Ok(Done::Bool(true));
+            }
             match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
                 Some(Some(rec)) => {
                     save(tx, key, &rec, now)?;
@@ -180,12 +185,42 @@ pub(crate) fn apply(tx: &Transaction<'_>, op: &Op, now: u64) -> rusqlite::Result
     }
 }
 
-/// The next fencing token: one counter for every key, so tokens never repeat, whatever was
-/// deleted. Called inside the claim's transaction.
-fn next_token(tx: &Transaction<'_>) -> rusqlite::Result<u64> {
-    tx.prepare_cached("UPDATE token_counter SET last = last + 1 WHERE id = 0 RETURNING last")?
-        .query_row([], |row| row.get::<_, i64>(0))
-        .map(|t| t as u64)
+/// The fencing tokens of one transaction: one counter for every key, so tokens never repeat,
+/// whatever was deleted. Read at the first claim that needs it, counted here, and written back
+/// once before the commit ([`Tokens::save`]): `BEGIN IMMEDIATE` holds the database's write
+/// lock for the whole transaction, so no other writer can draw a token meanwhile.
+#[derive(Default)]
+pub(crate) struct Tokens {
+    last: Option<u64>,
+    drawn: bool,
+}
+
+impl Tokens {
+    /// The token the next claim that acquires gets.
+    fn upcoming(&mut self, tx: &Transaction<'_>) -> rusqlite::Result<u64> {
+        let last = match self.last {
+            Some(last) => last,
+            None => *self.last.insert(
+                tx.prepare_cached("SELECT last FROM token_counter WHERE id = 0")?
+                    .query_row([], |row| row.get::<_, i64>(0))? as u64,
+            ),
+        };
+        Ok(last + 1)
+    }
+
+    /// `token` (the [`Tokens::upcoming`] one) is drawn.
+    fn take(&mut self, token: u64) {
+        self.last = Some(token);
+        self.drawn = true;
+    }
+
+    /// Write the last token drawn back to the counter, in the transaction that drew it.
+    pub(crate) fn save(&self, tx: &Transaction<'_>) -> rusqlite::Result<()> {
+        if let (true, Some(last)) = (self.drawn, self.last) {
+            tx.prepare_cached("UPDATE token_counter SET last = ?1 WHERE id = 0")?.execute([last as i64])?;
+        }
+        Ok(())
+    }
 }
 
 const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
@@ -299,25 +334,87 @@ fn load(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<Option<Record
     .optional()
 }
 
+/// The columns of a record and their placeholders, for [`write`].
+macro_rules! record_columns {
+    () => {
+        " (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at,
+            takeover_token, takeover_until, steps)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+    };
+}
+
+/// Insert or replace `key`'s record.
 fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<()> {
+    const UPSERT: &str = concat!(
+        "INSERT INTO idempotency_records",
+        record_columns!(),
+        " ON CONFLICT (tenant, method, key) DO UPDATE SET
+           fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
+           token = excluded.token, lease_until = excluded.lease_until,
+           expires_at = excluded.expires_at, updated_at = excluded.updated_at,
+           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
+           steps = excluded.steps"
+    );
+    write(tx, UPSERT, key, rec, now).map(drop)
+}
+
+/// Insert `rec` if `key` has no record (not even an expired one); whether it did.
+fn insert_new(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<bool> {
+    const INSERT: &str = concat!(
+        "INSERT INTO idempotency_records",
+        record_columns!(),
+        " ON CONFLICT (tenant, method, key) DO NOTHING"
+    );
+    Ok(write(tx, INSERT, key, rec, now)? == 1)
+}
+
+/// `decide_complete`'s common case as one `UPDATE`: the record is processing under `token`;
+/// whether it was. The columns written are those `save` writes for the finished record.
+fn finish(
+    tx: &Transaction<'_>,
+    key: &RecordKey,
+    token: u64,
+    outcome: &StoredOutcome,
+    ttl: Duration,
+    now: u64,
+) -> rusqlite::Result<bool> {
+    let (state, outcome) = match outcome {
+        StoredOutcome::Succeeded(o) => (1i64, o.as_str()),
+        StoredOutcome::Failed(o) => (2, o.as_str()),
+    };
+    let n = tx
+        .prepare_cached(
+            "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0, expires_at = ?7,
+               updated_at = ?8, takeover_token = NULL, takeover_until = NULL, steps = NULL
+             WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0",
+        )?
+        .execute(params![
+            &*key.tenant,
+            &*key.method,
+            &*key.key,
+            token as i64,
+            state,
+            outcome,
+            expiry(now, 0, ttl) as i64,
+            now as i64,
+        ])?;
+    Ok(n == 1)
+}
+
+/// Run `sql` (an insert of [`record_columns`]) with `rec`'s values; the rows it changed.
+fn write(
+    tx: &Transaction<'_>,
+    sql: &str,
+    key: &RecordKey,
+    rec: &Record,
+    now: u64,
+) -> rusqlite::Result<usize> {
     let (state, outcome, lease_until) = match &rec.state {
         RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
         RecordState::Done(StoredOutcome::Succeeded(o)) => (1, Some(o.as_str()), 0),
         RecordState::Done(StoredOutcome::Failed(o)) => (2, Some(o.as_str()), 0),
     };
-    tx.prepare_cached(
-        "INSERT INTO idempotency_records
-           (tenant, method, key, fingerprint, state, outcome, token, lease_until, expires_at, updated_at,
-            takeover_token, takeover_until, steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-         ON CONFLICT (tenant, method, key) DO UPDATE SET
-           fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
-           token = excluded.token, lease_until = excluded.lease_until,
-           expires_at = excluded.expires_at, updated_at = excluded.updated_at,
-           takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
-           steps = excluded.steps",
-    )?
-    .execute(params![
+    tx.prepare_cached(sql)?.execute(params![
         &*key.tenant,
         &*key.method,
         &*key.key,
@@ -331,8 +428,7 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
         rec.takeover.map(|t| t.token as i64),
         rec.takeover.map(|t| t.until_ms as i64),
         journal_to_json(&rec.steps),
-    ])?;
-    Ok(())
+    ])
 }
 
 fn delete(tx: &Transaction<'_>, key: &RecordKey) -> rusqlite::Result<()> {
