@@ -27,6 +27,10 @@ end
 /// The claim state machine of `oncerpc_core::store::decide`.
 /// KEYS: record, token key. ARGV: fingerprint, force ('1'/'0'), lease ms, ttl ms,
 /// take-over window ms, token key lifetime ms.
+///
+/// Every `redis.call` costs the server about as much as the command itself (measured in
+/// docs/BENCHMARKS.md), so the fresh claim, the common path, makes five: `TIME`, `HMGET`, the
+/// token key's `SET … GET` (Redis ≥ 6.2) and the record's `HSET` and `PEXPIRE`.
 pub(crate) const CLAIM: &str = concat!(
     lua_prelude!(),
     r#"
@@ -35,10 +39,15 @@ local rec = redis.call('HMGET', KEYS[1], 'fp', 'state', 'outcome', 'lease', 'tu'
 local fp, state = rec[1], rec[2]
 local lease, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
 -- Above every token this key ever had: the token key outlives the record, and once it is
--- gone too the clock has moved past them.
+-- gone too the clock has moved past them. Read and written in one call: the clock is the
+-- token unless the key's last one is not below it (then one more call).
 local function next_token()
-  local token = math.max((tonumber(redis.call('GET', KEYS[2])) or 0) + 1, micros)
-  redis.call('SET', KEYS[2], num(token), 'PX', ARGV[6])
+  local token = num(micros)
+  local last = tonumber(redis.call('SET', KEYS[2], token, 'PX', ARGV[6], 'GET'))
+  if last and last >= micros then
+    token = num(last + 1)
+    redis.call('SET', KEYS[2], token, 'PX', ARGV[6])
+  end
   return token
 end
 -- One HSET with every field and one PEXPIRE; a fresh claim has no record to delete.
@@ -47,10 +56,10 @@ local function owned(kind)
   local lease_end = now + lease
   local at = math.max(now + ttl, lease_end)
   if kind ~= 'fresh' then redis.call('DEL', KEYS[1]) end
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', num(token), 'lease', num(lease_end),
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'p', 'token', token, 'lease', num(lease_end),
     'expires', num(at))
   redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
-  return {'acquired', num(token), kind}
+  return {'acquired', token, kind}
 end
 if not fp then return owned('fresh') end
 if fp ~= ARGV[1] then return {'mismatch'} end
@@ -61,9 +70,9 @@ if state == 'p' then
   if tu and tu > now then return {'inprogress', num(tu - now)} end
   local token = next_token()
   tu = now + tonumber(ARGV[5])
-  redis.call('HSET', KEYS[1], 'tt', num(token), 'tu', num(tu))
+  redis.call('HSET', KEYS[1], 'tt', token, 'tu', num(tu))
   expire_at(KEYS[1], math.max(tonumber(rec[6]) or 0, tu), now)
-  return {'acquired', num(token), 'takeover'}
+  return {'acquired', token, 'takeover'}
 end
 if ARGV[2] == '1' then
   if state == 's' then return {'refused'} end
@@ -112,18 +121,20 @@ return 1
 );
 
 /// `decide_complete`: store the outcome if `token` owns the processing record; 1 again when
-/// the same outcome already landed under it.
+/// the same outcome already landed under it. The processing fields are left in place (a
+/// finished record's `lease` is never read); a take-over's and a journal's are deleted, in a
+/// call made only when they are there.
 /// KEYS: record. ARGV: token, state ('s'/'f'), outcome JSON, ttl ms.
 pub(crate) const COMPLETE: &str = concat!(
     lua_prelude!(),
     r#"
-local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'outcome')
+local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'outcome', 'tt', 'steps')
 if rec[2] ~= ARGV[1] then return 0 end
 if rec[1] == 'p' then
   local now = clock()
   local at = now + tonumber(ARGV[4])
   redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3], 'expires', num(at))
-  redis.call('HDEL', KEYS[1], 'lease', 'tt', 'tu', 'steps')
+  if rec[4] or rec[5] then redis.call('HDEL', KEYS[1], 'tt', 'tu', 'steps') end
   redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
   return 1
 end
