@@ -105,10 +105,11 @@ use redis::{
     Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, ScriptInvocation,
     ServerErrorKind, Value,
 };
-use sha2::{Digest, Sha256};
 
 mod events;
+mod keys;
 mod scripts;
+mod server;
 mod tls;
 
 use scripts::*;
@@ -280,7 +281,7 @@ impl RedisStore {
             .query_async::<()>(&mut manager)
             .await
             .map_err(|e| target.error(&format!("redis {server}"), &e))?;
-        let mut conn = if server_info(&mut manager, &server).await? {
+        let mut conn = if RedisStore::server_info(&mut manager, &server).await? {
             let cluster_err = |e: RedisError| target.error(&format!("redis cluster {server}"), &e);
             let mut builder = ClusterClient::builder(vec![url])
                 .connection_timeout(Duration::from_secs(2))
@@ -297,7 +298,7 @@ impl RedisStore {
         } else {
             Conn::Standalone(manager)
         };
-        check_eviction_policy(&mut conn, &server, options.production).await?;
+        conn.check_eviction_policy(&server, options.production).await?;
         Ok(RedisStore {
             conn,
             prefix: options.prefix,
@@ -309,50 +310,6 @@ impl RedisStore {
     /// Whether the store talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self.conn, Conn::Cluster(_))
-    }
-
-    /// The record key and the token key of `k`: one hash tag, so one slot.
-    fn record_keys(&self, k: &RecordKey) -> (String, String) {
-        let scope = scope_of(k);
-        let tag = hash_tag(&scope);
-        (self.tagged(&tag, "r", &scope), self.tagged(&tag, "t", &scope))
-    }
-
-    /// The record key of `k` alone.
-    fn record_key(&self, k: &RecordKey) -> String {
-        let scope = scope_of(k);
-        self.tagged(&hash_tag(&scope), "r", &scope)
-    }
-
-    fn event_key(&self, id: &str) -> String {
-        self.tagged(&hash_tag(id), "e", id)
-    }
-
-    /// The index of one tenant's events for [`Store::list_events`]: a sorted set whose
-    /// members are the events' list cursors (`list_cursor`: zero-padded creation time, id),
-    /// all of score 0, so that it reads in listing order by lexicographic range.
-    fn listed_key(&self, tenant: &str) -> String {
-        let scope = format!("{}:{tenant}", tenant.len());
-        self.tagged(&hash_tag(&format!("l:{scope}")), "l", &scope)
-    }
-
-    /// `{prefix}:{<tag>}:<kind>:<rest>`, written into one allocation: the keys of every
-    /// record operation are built twice per new key, and `format!` with a hex digit per
-    /// `write!` cost more than the rest of the Redis client's work (docs/BENCHMARKS.md).
-    fn tagged(&self, tag: &[u8; 16], kind: &str, rest: &str) -> String {
-        let mut key = String::with_capacity(self.prefix.len() + tag.len() + kind.len() + rest.len() + 6);
-        key.push_str(&self.prefix);
-        key.push_str(":{");
-        key.extend(tag.iter().map(|&b| char::from(b)));
-        key.push_str("}:");
-        key.push_str(kind);
-        key.push(':');
-        key.push_str(rest);
-        key
-    }
-
-    fn pending_key(&self) -> String {
-        format!("{}:pending", self.prefix)
     }
 
     /// Run a script (on its first key's node). With `wait` and `wait_replicas > 0` it is
@@ -391,106 +348,6 @@ impl RedisStore {
             _ => Ok(()),
         }
     }
-}
-
-/// `INFO` (its default sections hold `server` and `cluster`): whether the server runs a
-/// cluster (`cluster_enabled:1`), after refusing a version older than [`MIN_VERSION`], which
-/// lacks a command the scripts use (`SET … GET`). A server that refuses `INFO` is taken as a
-/// standalone one of a version it does not tell.
-async fn server_info(conn: &mut ConnectionManager, server: &str) -> Result<bool, StoreError> {
-    match redis::cmd("INFO").query_async::<String>(conn).await {
-        Ok(info) => {
-            let field = |name: &str| info.lines().find_map(|l| l.trim().strip_prefix(name));
-            if let Some(version) = field("redis_version:")
-                && too_old(version)
-            {
-                return Err(StoreError::new(format!(
-                    "redis {server} is version {version}: oncerpc needs Redis {}.{} or newer",
-                    MIN_VERSION.0, MIN_VERSION.1
-                )));
-            }
-            Ok(field("cluster_enabled:") == Some("1"))
-        }
-        Err(e) => {
-            tracing::warn!(%server, error = %e, "redis: INFO refused, assuming a standalone server");
-            Ok(false)
-        }
-    }
-}
-
-/// The oldest Redis the scripts run on: 6.2 added `SET … GET`.
-const MIN_VERSION: (u32, u32) = (6, 2);
-
-/// Whether `major.minor[.patch]` is older than [`MIN_VERSION`]; a version it cannot read is not.
-fn too_old(version: &str) -> bool {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>());
-    match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) < MIN_VERSION,
-        _ => false,
-    }
-}
-
-/// Refuse (production) or warn about (development) an evicting `maxmemory-policy`.
-async fn check_eviction_policy(conn: &mut Conn, server: &str, production: bool) -> Result<(), StoreError> {
-    let get = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").clone();
-    let replies = conn.on_every_primary(&get, server).await.map_err(err)?;
-    for (node, reply) in replies {
-        match reply.and_then(|v| config_value(&v).ok_or_else(|| format!("unexpected reply {v:?}"))) {
-            Ok(policy) if policy == "noeviction" => {}
-            Ok(policy) => {
-                let msg = format!(
-                    "redis {node}: maxmemory-policy is {policy:?}, which evicts keys under memory \
-                     pressure and would silently drop idempotency records (a command could run twice): \
-                     set `maxmemory-policy noeviction`"
-                );
-                if production {
-                    return Err(StoreError::new(msg));
-                }
-                tracing::warn!("{msg} (refused in production mode)");
-            }
-            Err(e) => tracing::warn!(
-                %node, error = %e,
-                "redis: could not check maxmemory-policy (CONFIG refused?): make sure it is noeviction, \
-                 or records may be evicted"
-            ),
-        }
-    }
-    Ok(())
-}
-
-/// The value of a `CONFIG GET` reply (RESP2 array or RESP3 map).
-fn config_value(v: &Value) -> Option<String> {
-    match v {
-        Value::Array(items) => items.get(1).and_then(text),
-        Value::Map(pairs) => pairs.first().and_then(|(_, v)| text(v)),
-        _ => None,
-    }
-}
-
-/// 16 hex digits of SHA-256: a hash tag without braces, spread evenly over the slots.
-fn hash_tag(s: &str) -> [u8; 16] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(s.as_bytes());
-    let mut tag = [0u8; 16];
-    for (pair, &b) in tag.chunks_exact_mut(2).zip(&digest[..8]) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0x0f)];
-    }
-    tag
-}
-
-/// A record's scope `{len}:{tenant}{len}:{method}{key}`: the lengths make the mapping from
-/// (tenant, method, key) injective.
-fn scope_of(k: &RecordKey) -> String {
-    let (mut tenant_len, mut method_len) = (itoa::Buffer::new(), itoa::Buffer::new());
-    let (tenant_len, method_len) = (tenant_len.format(k.tenant.len()), method_len.format(k.method.len()));
-    let mut scope = String::with_capacity(
-        tenant_len.len() + method_len.len() + 2 + k.tenant.len() + k.method.len() + k.key.len(),
-    );
-    for part in [tenant_len, ":", &k.tenant, method_len, ":", &k.method, &k.key] {
-        scope.push_str(part);
-    }
-    scope
 }
 
 fn err(e: RedisError) -> StoreError {
@@ -747,57 +604,5 @@ impl Store for RedisStore {
             let mut conn = self.conn.clone();
             redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ()).map_err(err)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The keys are what they were when `format!` built them: records and events written by
-    /// an earlier version are found.
-    #[tokio::test]
-    async fn keys_keep_their_layout() {
-        let Ok(client) = redis::Client::open("redis://127.0.0.1:1") else { panic!("a URL") };
-        let Ok(conn) = ConnectionManager::new_lazy_with_config(client, ConnectionManagerConfig::new()) else {
-            panic!("a lazy connection")
-        };
-        let store = RedisStore {
-            conn: Conn::Standalone(conn),
-            prefix: "oncerpc".into(),
-            wait_replicas: 0,
-            scripts: std::sync::Arc::new(Scripts::new()),
-        };
-        let old_tag = |s: &str| -> String {
-            Sha256::digest(s.as_bytes())[..8].iter().map(|b| format!("{b:02x}")).collect()
-        };
-        for (tenant, method, key) in
-            [("t", "m", "k"), ("acme:{x}", "counter.increment", "ordér-1"), ("", "", "")]
-        {
-            let k = RecordKey::new(tenant, method, key);
-            let scope = format!("{}:{}{}:{}{}", tenant.len(), tenant, method.len(), method, key);
-            let tag = old_tag(&scope);
-            let (record, tokens) = store.record_keys(&k);
-            assert_eq!(record, format!("oncerpc:{{{tag}}}:r:{scope}"));
-            assert_eq!(tokens, format!("oncerpc:{{{tag}}}:t:{scope}"));
-            assert_eq!(store.record_key(&k), record);
-            assert_eq!(store.event_key(key), format!("oncerpc:{{{}}}:e:{key}", old_tag(key)));
-            let listed = format!("{}:{tenant}", tenant.len());
-            assert_eq!(
-                store.listed_key(tenant),
-                format!("oncerpc:{{{}}}:l:{listed}", old_tag(&format!("l:{listed}")))
-            );
-        }
-    }
-
-    #[test]
-    fn versions_before_6_2_are_too_old_and_unreadable_ones_are_not() {
-        for old in ["6.0.16", "6.1.0", "5.0.7", "2.8"] {
-            assert!(too_old(old), "{old}");
-        }
-        for ok in ["6.2.0", "6.2.14", "7.0.15", "7.4.1", "10.0", "8"] {
-            assert!(!too_old(ok), "{ok}");
-        }
-        assert!(!too_old("unknown"));
     }
 }
