@@ -314,6 +314,8 @@ pub async fn unconfirmed_takeover_leaves_the_owner_its_outcome(store: Arc<dyn St
     assert!(!store.renew(&key, taker, LONG).await.unwrap(), "the take-over can no longer be confirmed");
     assert!(!store.complete(&key, taker, &ok, TTL).await.unwrap());
     assert_eq!(done(&*store, &key, "fp").await, ok);
+    let rec = store.get(&key).await.unwrap().expect("the finished record");
+    assert_eq!(rec.takeover, None, "the completion cleared the unconfirmed take-over");
 }
 
 /// A heartbeat of the live owner cancels an unconfirmed take-over and extends its lease.
