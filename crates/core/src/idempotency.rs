@@ -139,8 +139,9 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Lower-case hex. Written out by hand because `write!("{b:02x}")` per byte was ~2% of the
 /// server's CPU on the duplicate-command benchmark (docs/BENCHMARKS.md); into bytes, not
-/// `char`s: `String::push` encodes each as UTF-8 (706 instructions per 32-byte key).
-pub(crate) fn hex(bytes: &[u8]) -> String {
+/// `char`s: `String::push` encodes each as UTF-8 (706 instructions per 32-byte key). Also the
+/// Redis store's hash tags.
+pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = vec![0u8; bytes.len() * 2];
     for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {

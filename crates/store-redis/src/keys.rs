@@ -2,6 +2,7 @@
 //! tenant's listing index. Written into one allocation each (docs/BENCHMARKS.md: `format!`
 //! with a hex digit per `write!` cost more than the rest of the client's work per key).
 
+use oncerpc_core::idempotency::hex;
 use oncerpc_core::store::RecordKey;
 use sha2::{Digest, Sha256};
 
@@ -36,11 +37,11 @@ impl RedisStore {
     /// `{prefix}:{<tag>}:<kind>:<rest>`, written into one allocation: the keys of every
     /// record operation are built twice per new key, and `format!` with a hex digit per
     /// `write!` cost more than the rest of the Redis client's work (docs/BENCHMARKS.md).
-    pub(crate) fn tagged(&self, tag: &[u8; 16], kind: &str, rest: &str) -> String {
+    pub(crate) fn tagged(&self, tag: &str, kind: &str, rest: &str) -> String {
         let mut key = String::with_capacity(self.prefix.len() + tag.len() + kind.len() + rest.len() + 6);
         key.push_str(&self.prefix);
         key.push_str(":{");
-        key.extend(tag.iter().map(|&b| char::from(b)));
+        key.push_str(tag);
         key.push_str("}:");
         key.push_str(kind);
         key.push(':');
@@ -54,15 +55,8 @@ impl RedisStore {
 }
 
 /// 16 hex digits of SHA-256: a hash tag without braces, spread evenly over the slots.
-pub(crate) fn hash_tag(s: &str) -> [u8; 16] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(s.as_bytes());
-    let mut tag = [0u8; 16];
-    for (pair, &b) in tag.chunks_exact_mut(2).zip(&digest[..8]) {
-        pair[0] = DIGITS[usize::from(b >> 4)];
-        pair[1] = DIGITS[usize::from(b & 0x0f)];
-    }
-    tag
+pub(crate) fn hash_tag(s: &str) -> String {
+    hex(&Sha256::digest(s.as_bytes())[..8])
 }
 
 /// A record's scope `{len}:{tenant}{len}:{method}{key}`: the lengths make the mapping from

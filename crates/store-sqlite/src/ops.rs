@@ -378,10 +378,7 @@ fn finish(
     ttl: Duration,
     now: u64,
 ) -> rusqlite::Result<bool> {
-    let (state, outcome) = match outcome {
-        StoredOutcome::Succeeded(o) => (1i64, o.as_str()),
-        StoredOutcome::Failed(o) => (2, o.as_str()),
-    };
+    let (state, outcome) = done_columns(outcome);
     let n = tx
         .prepare_cached(
             "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0, expires_at = ?7,
@@ -401,6 +398,14 @@ fn finish(
     Ok(n == 1)
 }
 
+/// A finished record's `state` column (1 succeeded, 2 failed; 0 is processing) and outcome.
+fn done_columns(outcome: &StoredOutcome) -> (i64, &str) {
+    match outcome {
+        StoredOutcome::Succeeded(o) => (1, o),
+        StoredOutcome::Failed(o) => (2, o),
+    }
+}
+
 /// Run `sql` (an insert of [`record_columns`]) with `rec`'s values; the rows it changed.
 fn write(
     tx: &Transaction<'_>,
@@ -411,8 +416,10 @@ fn write(
 ) -> rusqlite::Result<usize> {
     let (state, outcome, lease_until) = match &rec.state {
         RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
-        RecordState::Done(StoredOutcome::Succeeded(o)) => (1, Some(o.as_str()), 0),
-        RecordState::Done(StoredOutcome::Failed(o)) => (2, Some(o.as_str()), 0),
+        RecordState::Done(done) => {
+            let (state, outcome) = done_columns(done);
+            (state, Some(outcome), 0)
+        }
     };
     tx.prepare_cached(sql)?.execute(params![
         &*key.tenant,

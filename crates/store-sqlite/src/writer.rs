@@ -70,8 +70,8 @@ fn writer(mut conn: Connection, rx: &mpsc::Receiver<(Op, Reply)>, syncer: &mpsc:
         let mut group = vec![first];
         drain(rx, &mut group);
         if group.len() == 1 {
-            // Woken by one operation, most likely on the core of the request that sent it
-            // (the scheduler runs a woken thread at once): let that core's other requests queue
+            // Woken by one operation, often on the core of the request that sent it (a
+            // woken thread may run at once there): let that core's other requests queue
             // theirs first, so that one transaction, one commit and one sync serve them all
             // instead of a thread switch each. Costs a system call when nothing else waits.
             std::thread::yield_now();
