@@ -136,6 +136,11 @@ impl App {
 
     /// The HTTP router of this app.
     pub fn router(&self) -> axum_router::Router {
+        self.front_door().router()
+    }
+
+    /// The router, with the direct path for `POST /rpc` that [`oncerpc_http::serve`] takes.
+    pub fn front_door(&self) -> oncerpc_http::FrontDoor {
         let cfg = &self.config;
         // The tenants' own limiters (SPEC §12) are built here, once per router.
         let tenants = http_tenants(cfg).expect("tenants were checked when the app was built");
@@ -144,7 +149,7 @@ impl App {
             .iter()
             .map(|m| (m.name.clone(), m.steps.iter().map(|s| s.name.clone()).collect()))
             .collect();
-        oncerpc_http::router(
+        oncerpc_http::front_door(
             self.dispatcher.clone(),
             HttpConfig {
                 max_body_bytes: cfg.limits.max_body_bytes,
@@ -179,7 +184,7 @@ impl App {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let router = self.router();
+        let door = self.front_door();
         let grace = Duration::from_millis(self.config.limits.shutdown_grace_ms);
         // Async events left unfinished (by a crash, or by another replica) are resumed.
         let interval = Duration::from_millis(self.config.store.resume_interval_ms);
@@ -201,7 +206,7 @@ impl App {
         if let Some(tls) = &self.tls {
             tls.reload_on_sighup();
         }
-        let server = oncerpc_http::serve(listener, router, serve_config, shutdown);
+        let server = oncerpc_http::serve(listener, door, serve_config, shutdown);
         tokio::pin!(server);
         // The server's own graceful wait for open connections counts against the grace.
         let (served, began) = tokio::select! {

@@ -180,7 +180,38 @@ pub(crate) struct AppState {
 }
 
 /// The router with every route of the front door.
-pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
+pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
+    front_door(dispatcher, config).router
+}
+
+/// The front door as [`serve`] runs it: the [`router`], and `POST /rpc` answered straight from
+/// the connection (no routing table, no extractors, no boxed route future: ~4,700 instructions
+/// of a call's ~35,000 went there). The handler and every rule are the router's own; only the
+/// way to it is shorter. With CORS configured the layer wraps the router, so every request goes
+/// through it.
+#[derive(Clone)]
+pub struct FrontDoor {
+    router: Router,
+    /// `Some`: `POST /rpc` goes straight to [`rpc::handle`].
+    rpc: Option<Arc<AppState>>,
+}
+
+impl FrontDoor {
+    /// The router with every route, `POST /rpc` included.
+    pub fn router(&self) -> Router {
+        self.router.clone()
+    }
+}
+
+/// Any router, served as it is (no direct path).
+impl From<Router> for FrontDoor {
+    fn from(router: Router) -> Self {
+        FrontDoor { router, rpc: None }
+    }
+}
+
+/// [`router`], with the direct path for `POST /rpc` that [`serve`] takes.
+pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontDoor {
     let cors = cors::layer(&config.cors_allowed_origins);
     let in_flight = Semaphore::new(config.max_in_flight.max(1));
     let registry = dispatcher.registry();
@@ -247,10 +278,10 @@ pub fn router(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> Router {
         Some(routes) => router.merge(routes),
         None => router,
     };
-    let router = router.with_state(state);
+    let router = router.with_state(state.clone());
     match cors {
-        Some(cors) => router.layer(cors),
-        None => router,
+        Some(cors) => FrontDoor { router: router.layer(cors), rpc: None },
+        None => FrontDoor { router, rpc: Some(state) },
     }
 }
 

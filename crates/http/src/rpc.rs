@@ -2,9 +2,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use oncerpc_core::generated_id;
 use oncerpc_protocol::{ErrorCode, RpcError};
@@ -14,15 +13,18 @@ use crate::{
     request_meta,
 };
 
-pub(crate) async fn rpc(
-    State(st): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+pub(crate) async fn rpc(State(st): State<Arc<AppState>>, req: Request) -> Response {
+    handle(&st, req).await
+}
+
+/// `POST /rpc`, from the router or straight from the connection ([`crate::FrontDoor`]). The
+/// request is taken whole: axum's `HeaderMap` and `Uri` extractors clone them.
+pub(crate) async fn handle(st: &AppState, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let (uri, headers) = (parts.uri, parts.headers);
     // The body first (bounded by max_body_bytes and body_timeout_ms): waiting for it holds no
     // in-flight permit (SPEC §12).
-    let bytes = match read_body(&st, body, &headers, too_large, timed_out).await {
+    let bytes = match read_body(st, body, &headers, too_large, timed_out).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
@@ -30,7 +32,7 @@ pub(crate) async fn rpc(
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let meta = match request_meta(&st, &headers, tenant) {
+    let meta = match request_meta(st, &headers, tenant) {
         Ok(m) => m,
         Err(e) => return bad_request(&e),
     };
@@ -41,14 +43,16 @@ pub(crate) async fn rpc(
             "an idempotency key header cannot apply to a batch: put params.idempotency_key in each entry",
         ));
     }
-    if headers.contains_key(FORCE_RETRY_HEADER) && is_batch(&bytes) {
+    if is_batch(&bytes) && headers.contains_key(FORCE_RETRY_HEADER) {
         // Like the key header: which entries would it force? (SPEC §12)
         return bad_request(&RpcError::with_message(
             ErrorCode::InvalidRequest,
             "the X-Force-Retry header cannot apply to a batch: put params.force_retry in each entry",
         ));
     }
-    let reply = st.dispatcher.handle(&bytes, &meta).await;
+    // Boxed: the dispatch's state machine is large, and the handler's future is moved into
+    // hyper's slot for it; a box moves as a pointer.
+    let reply = Box::pin(st.dispatcher.handle(&bytes, &meta)).await;
     let mut resp = match reply.body {
         Some(body) => json_response(StatusCode::OK, body, Some(&reply.correlation_id)),
         None => {

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::Router;
+use axum::body::Body;
+use futures::future::Either;
 use oncerpc_protocol::{ErrorCode, RpcError};
 use tokio::sync::Semaphore;
 
-use crate::{head, tls};
+use crate::{FrontDoor, head, tls};
 
 /// Connection-level limits of [`serve`] (SPEC §12).
 #[derive(Clone)]
@@ -116,7 +117,7 @@ struct Connection {
     /// The first request head must arrive within it ([`head::first`]); hyper's
     /// `header_read_timeout` holds the later ones to it.
     header_timeout: Duration,
-    router: Router,
+    door: FrontDoor,
     watcher: hyper_util::server::graceful::Watcher,
     idle: Duration,
     peer: std::net::SocketAddr,
@@ -127,7 +128,7 @@ impl Connection {
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let Connection { builder, header_timeout, router, watcher, idle, peer } = self;
+        let Connection { builder, header_timeout, door, watcher, idle, peer } = self;
         // hyper's buffers only once a head has arrived: a stalled connection holds what it
         // sent, not 16 KiB (`head.rs`).
         let Some(first) = head::first(&mut io, header_timeout).await else {
@@ -142,11 +143,20 @@ impl Connection {
         // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
         // and boxes every route for each connection and adds an extension per request;
         // nothing reads the peer address.
+        let FrontDoor { router, rpc } = door;
         let svc = hyper_util::service::TowerToHyperService::new(router);
         let act = activity.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let active = act.begin();
-            let fut = hyper::service::Service::call(&svc, req);
+            let fut = match &rpc {
+                Some(st) if req.method() == hyper::Method::POST && req.uri().path() == "/rpc" => {
+                    let st = st.clone();
+                    Either::Left(async move {
+                        Ok::<_, std::convert::Infallible>(crate::rpc::handle(&st, req.map(Body::new)).await)
+                    })
+                }
+                _ => Either::Right(hyper::service::Service::call(&svc, req)),
+            };
             async move {
                 let resp = fut.await;
                 drop(active);
@@ -166,13 +176,13 @@ impl Connection {
     }
 }
 
-/// Serve `router` on `listener` until `shutdown` resolves, then stop accepting and wait for
+/// Serve `door` (a [`FrontDoor`], or any `Router`) on `listener` until `shutdown` resolves, then stop accepting and wait for
 /// in-flight requests to finish. HTTP/1.1 on hyper's own connection machinery: headers must
 /// arrive within `header_timeout` (hyper's `header_read_timeout`), idle kept-alive connections
 /// are closed after `idle_timeout`, and at most `max_connections` are open at once.
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    router: Router,
+    door: impl Into<FrontDoor>,
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -180,6 +190,7 @@ pub async fn serve(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder.timer(TokioTimer::new()).header_read_timeout(config.header_timeout).keep_alive(true);
     let builder = Arc::new(builder);
+    let door = door.into();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let mut last_warn: Option<tokio::time::Instant> = None;
@@ -216,7 +227,7 @@ pub async fn serve(
         let conn = Connection {
             builder: builder.clone(),
             header_timeout: config.header_timeout,
-            router: router.clone(),
+            door: door.clone(),
             watcher: graceful.watcher(),
             idle: config.idle_timeout,
             peer,
