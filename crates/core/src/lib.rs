@@ -41,6 +41,7 @@
 //! # });
 //! ```
 
+pub mod access_log;
 mod budget;
 mod cache;
 mod canonical;

@@ -140,6 +140,30 @@ impl Visitor<'_> {
         true
     }
 
+    /// The message (`DefaultVisitor` writes it escaped, a character at a time): written whole
+    /// when it is printable ASCII, which escaping leaves as it is; `false`: anything else.
+    fn message(&mut self, value: &dyn fmt::Debug) -> bool {
+        use std::cell::RefCell;
+        thread_local! {
+            static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        if self.result.is_err() {
+            return false;
+        }
+        TEXT.with(|text| {
+            let Ok(mut text) = text.try_borrow_mut() else { return false };
+            text.clear();
+            use fmt::Write as _;
+            if write!(text, "{value:?}").is_err() || !text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+                return false;
+            }
+            let pad = if self.is_empty { "" } else { " " };
+            self.is_empty = false;
+            self.result = self.writer.write_str(pad).and_then(|()| self.writer.write_str(&text));
+            true
+        })
+    }
+
     /// `name=` and the digits of `value`; `false`: the field is one `DefaultVisitor` writes.
     fn integer(&mut self, field: &Field, value: impl itoa::Integer) -> bool {
         if !self.begin(field) {
@@ -205,12 +229,56 @@ impl Visit for Visitor<'_> {
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" && self.message(value) {
+            return;
+        }
         if self.begin(field) {
             self.result = self.result.and_then(|()| write!(self.writer, "{value:?}"));
         } else {
             self.delegate(|v| v.record_debug(field, value));
         }
     }
+}
+
+/// The access line as [`FastFormat`] and [`FastFields`] write the `request` event outside any
+/// span, from its typed fields ([`oncerpc_core::access_log`]): the same bytes, without
+/// tracing's field visiting. `out` is cleared first.
+pub fn access_line(out: &mut String, line: &oncerpc_core::access_log::AccessLine<'_>) {
+    use std::fmt::Write as _;
+    out.clear();
+    if CachedSecondTime.format_time(&mut Writer::new(out)).is_err() {
+        out.push_str("<unknown time>");
+    }
+    out.push_str("  INFO ");
+    out.push_str(oncerpc_core::access_log::TARGET);
+    out.push_str(": request correlation_id=");
+    out.push_str(line.correlation_id);
+    out.push_str(" method=");
+    let safe = oncerpc_core::LogSafe(line.method);
+    if plain(line.method) && line.method.len() <= oncerpc_core::LOG_MAX_CHARS {
+        out.push_str(line.method);
+    } else {
+        let _ = write!(out, "{safe}");
+    }
+    for (name, value) in [(" kind=", Some(line.kind)), (" tenant=", Some(line.tenant))]
+        .into_iter()
+        .chain([(" trace_id=", line.trace_id), (" idempotency_status=", line.idempotency_status)])
+    {
+        if let Some(v) = value {
+            out.push_str(name);
+            out.push_str(v);
+        }
+    }
+    let mut digits = itoa::Buffer::new();
+    out.push_str(" duration_us=");
+    out.push_str(digits.format(line.duration_us));
+    out.push_str(" outcome=");
+    out.push_str(line.outcome);
+    if let Some(code) = line.code {
+        out.push_str(" code=");
+        out.push_str(digits.format(code));
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]
@@ -283,6 +351,7 @@ mod tests {
             no = false,
             float = 1.5f64,
             debug = ?vec![1, 2],
+            a_field_name_longer_than_the_forty_eight_bytes_of_its_buffer = 1u64,
             log.target = "a log field",
             r#type = "raw name",
             "message with \u{1b}[2J an escape and {} args",
@@ -299,6 +368,7 @@ mod tests {
         let inner = tracing::info_span!("step", name = "reserve", attempt = 2u64);
         inner.in_scope(|| tracing::info!("nested"));
         tracing::info!("");
+        tracing::info!(n = 1u64, "naïve \u{85} message");
     }
 
     /// Every line of `emit`, with the timestamps (the only part that differs between two
@@ -331,8 +401,81 @@ mod tests {
         let fast = capture(true);
         assert!(default[0].contains("correlation_id=0193a1b2"), "{default:?}");
         assert!(default[0].starts_with(" INFO "), "{default:?}");
-        assert_eq!(default.len(), 7, "{default:?}");
+        assert_eq!(default.len(), 8, "{default:?}");
         assert_eq!(fast, default);
+    }
+
+    /// The access line's direct path writes, for every shape of line, the bytes the `request`
+    /// event gets from the text layer (the event as `observe` emits it outside a span).
+    #[test]
+    fn the_direct_access_line_is_the_events_line_byte_for_byte() {
+        use oncerpc_core::access_log::{AccessLine, TARGET};
+        use tracing_subscriber::layer::SubscriberExt;
+        let long = "m".repeat(oncerpc_core::LOG_MAX_CHARS + 5);
+        let lines = [
+            AccessLine {
+                correlation_id: "1",
+                method: "sum",
+                kind: "query",
+                tenant: "default",
+                trace_id: None,
+                idempotency_status: None,
+                duration_us: 17,
+                outcome: "ok",
+                code: None,
+            },
+            AccessLine {
+                correlation_id: "\"x\"",
+                method: "no\u{1b}[31m \"such\"\n",
+                kind: "unknown",
+                tenant: "acme",
+                trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+                idempotency_status: Some("duplicate"),
+                duration_us: u64::MAX,
+                outcome: "error",
+                code: Some(-32601),
+            },
+            AccessLine {
+                correlation_id: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
+                method: &long,
+                kind: "command",
+                tenant: "t",
+                trace_id: None,
+                idempotency_status: Some("new"),
+                duration_us: 0,
+                outcome: "error",
+                code: Some(7),
+            },
+        ];
+        for line in &lines {
+            let buf = Buf::default();
+            let layer = tracing_subscriber::fmt::layer()
+                .with_writer(buf.clone())
+                .with_ansi(false)
+                .fmt_fields(FastFields)
+                .event_format(FastFormat::new());
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+                tracing::info!(
+                    target: TARGET,
+                    correlation_id = Some(tracing::field::display(line.correlation_id)),
+                    method = %oncerpc_core::LogSafe(line.method),
+                    kind = %line.kind,
+                    tenant = %line.tenant,
+                    trace_id = line.trace_id.map(tracing::field::display),
+                    idempotency_status = line.idempotency_status.map(tracing::field::display),
+                    duration_us = line.duration_us,
+                    outcome = %line.outcome,
+                    code = line.code,
+                    "request"
+                )
+            });
+            let event = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            let mut direct = String::new();
+            access_line(&mut direct, line);
+            // The timestamps differ (27 bytes, then the same text).
+            assert_eq!(event.len(), direct.len(), "{event}{direct}");
+            assert_eq!(event[27..], direct[27..]);
+        }
     }
 
     #[test]

@@ -156,6 +156,30 @@ where
     (QueueWriter(queue.clone()), LogGuard { queue, done, telemetry: None })
 }
 
+/// The access line's direct path ([`oncerpc_core::access_log`]): formatted by
+/// [`crate::log_text::access_line`] into a buffer of the thread's, then queued like any line.
+struct DirectAccess(Arc<Queue>);
+
+impl oncerpc_core::access_log::AccessLog for DirectAccess {
+    fn write(&self, line: &oncerpc_core::access_log::AccessLine<'_>) {
+        use std::cell::RefCell;
+        thread_local! {
+            static LINE: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        LINE.with(|buf| match buf.try_borrow_mut() {
+            Ok(mut buf) => {
+                crate::log_text::access_line(&mut buf, line);
+                self.0.push(buf.as_bytes());
+            }
+            Err(_) => {
+                let mut buf = String::new();
+                crate::log_text::access_line(&mut buf, line);
+                self.0.push(buf.as_bytes());
+            }
+        });
+    }
+}
+
 impl QueueWriter {
     /// Lines dropped so far because the queue was full.
     pub fn dropped(&self) -> u64 {
@@ -201,7 +225,17 @@ where
     }
     type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
     let filter: Boxed = match spec.parse::<Targets>() {
-        Ok(targets) => Box::new(targets),
+        Ok(targets) => {
+            // The access line's direct path writes what the text layer would, at `info`: only
+            // where that layer is the one and a plain target filter (no field names) lets the
+            // line through.
+            let info = !spec.contains('[')
+                && targets.would_enable(oncerpc_core::access_log::TARGET, &tracing::Level::INFO);
+            if info && matches!(settings.format, LogFormat::Text) {
+                oncerpc_core::access_log::set_access_log(DirectAccess(writer.0.clone()));
+            }
+            Box::new(targets)
+        }
         Err(_) => Box::new(EnvFilter::new(&spec)),
     };
     let filtered = tracing_subscriber::registry().with(filter);

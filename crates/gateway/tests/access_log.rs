@@ -126,3 +126,66 @@ async fn a_batch_is_one_access_line_with_its_size_and_error_count() {
     let per_request = log.iter().filter(|l| l.contains(" request")).count();
     assert_eq!(per_request, 1, "only the single request has a request line: {log:#?}");
 }
+
+/// A query's line takes the direct path (`oncerpc_core::access_log`) under a plain level
+/// filter, and tracing's event under one with a field directive (`EnvFilter`): both must write
+/// the same line.
+#[tokio::test]
+async fn the_direct_access_line_matches_the_tracing_line() {
+    let direct = Gateway::start_env(&["--store", "memory://"], &[("RUST_LOG", "info")]);
+    let traced =
+        Gateway::start_env(&["--store", "memory://"], &[("RUST_LOG", "info,[{no_such_field=1}]=trace")]);
+    let client = common::http_client();
+    let requests = [
+        (json!({"jsonrpc":"2.0","method":"sum","params":[1, 2],"id": "q-1"}), vec![]),
+        (json!({"jsonrpc":"2.0","method":"no such \u{1b}[31m \"method\"","id": "q-2"}), vec![]),
+        (
+            json!({"jsonrpc":"2.0","method":"sum","params":[3],"id": 3}),
+            vec![("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")],
+        ),
+        (json!({"jsonrpc":"2.0","method":"sum","params":"bad","id": "q-4"}), vec![]),
+        (
+            json!({"jsonrpc":"2.0","method":"counter.increment","params":{"by":1},"id": "q-5"}),
+            vec![("x-idempotency-key", "direct-line-5")],
+        ),
+        (
+            json!({"jsonrpc":"2.0","method":"counter.increment","params":{"by":1},"id": "q-6"}),
+            vec![("x-idempotency-key", "direct-line-5")],
+        ),
+    ];
+    for gw in [&direct, &traced] {
+        for (body, headers) in &requests {
+            let mut req = client.post(gw.url("/rpc")).json(body);
+            for (k, v) in headers {
+                req = req.header(*k, *v);
+            }
+            assert!(req.send().await.unwrap().status().is_success());
+        }
+    }
+    // Each line without its timestamp and duration (the only parts that differ between runs).
+    let lines = |gw: &Gateway| -> Vec<String> {
+        gw.log()
+            .iter()
+            .filter(|l| l.contains("oncerpc_core::dispatch::observe: request"))
+            .map(|l| {
+                let rest = l.split_once(' ').map_or("", |(_, r)| r);
+                let mut words: Vec<&str> = rest.split(' ').collect();
+                words.retain(|w| !w.starts_with("duration_us="));
+                words.join(" ")
+            })
+            .collect()
+    };
+    // The invalid request (`params` a string) is logged as `invalid request` before dispatch.
+    let expected = requests.len() - 1;
+    let mut got = (Vec::new(), Vec::new());
+    for _ in 0..100 {
+        got = (lines(&direct), lines(&traced));
+        if got.0.len() >= expected && got.1.len() >= expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(got.0.len(), expected, "{:#?} {:#?}", got.0, got.1);
+    assert_eq!(got.0, got.1);
+    assert!(got.0[1].contains(r#"method=no such \u{1b}[31m \"method\""#), "{}", got.0[1]);
+}

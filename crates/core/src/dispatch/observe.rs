@@ -78,25 +78,40 @@ impl Dispatcher {
             Outcome::Result(_) => None,
             Outcome::Error(e) => Some(e.code.code()),
         };
-        access_line!(
-            batch,
-            // The span's when the request has one; a query has none (see `run_entry`), so its
-            // line carries the id itself. Evaluated only when the line is written.
-            correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid)),
-            method = %crate::LogSafe(requested),
-            kind = %kind,
-            tenant = %meta.tenant,
-            trace_id = meta
-                .trace
-                .as_ref()
-                .filter(|_| tracing::Span::current().is_disabled())
-                .map(|t| tracing::field::display(&t.trace_id)),
-            idempotency_status = idempotency.map(|i| tracing::field::display(i.status.as_str())),
-            duration_us,
-            outcome = %if code.is_none() { "ok" } else { "error" },
-            code,
-            "request"
-        );
+        if let Some(log) = batch.is_none().then(crate::access_log::direct).flatten() {
+            debug_assert_eq!(crate::access_log::TARGET, module_path!());
+            log.write(&crate::access_log::AccessLine {
+                correlation_id: cid,
+                method: requested,
+                kind,
+                tenant: &meta.tenant,
+                trace_id: meta.trace.as_ref().map(|t| t.trace_id.as_str()),
+                idempotency_status: idempotency.map(|i| i.status.as_str()),
+                duration_us,
+                outcome: if code.is_none() { "ok" } else { "error" },
+                code: code.map(i64::from),
+            });
+        } else {
+            access_line!(
+                batch,
+                // The span's when the request has one; a query has none (see `run_entry`), so its
+                // line carries the id itself. Evaluated only when the line is written.
+                correlation_id = tracing::Span::current().is_disabled().then_some(tracing::field::display(cid)),
+                method = %crate::LogSafe(requested),
+                kind = %kind,
+                tenant = %meta.tenant,
+                trace_id = meta
+                    .trace
+                    .as_ref()
+                    .filter(|_| tracing::Span::current().is_disabled())
+                    .map(|t| tracing::field::display(&t.trace_id)),
+                idempotency_status = idempotency.map(|i| tracing::field::display(i.status.as_str())),
+                duration_us,
+                outcome = %if code.is_none() { "ok" } else { "error" },
+                code,
+                "request"
+            );
+        }
         let handles = method.and_then(|m| m.metrics.get());
         if let Some(info) = idempotency {
             match handles {

@@ -17,7 +17,13 @@ pub struct Gateway {
 impl Gateway {
     /// `oncerpc serve --listen 127.0.0.1:0 <args>`; returns once it is listening.
     pub fn start(args: &[&str]) -> Gateway {
+        Self::start_env(args, &[])
+    }
+
+    /// [`start`](Self::start) with environment variables set for the child.
+    pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
+            .envs(env.iter().copied())
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
