@@ -180,3 +180,23 @@ async fn the_header_timeout_also_bounds_the_wait_for_the_next_request() {
     assert_eq!(got.as_deref(), Some(""), "the kept-alive connection was not closed");
     server.stop().await;
 }
+
+/// A kept-alive connection's *second* head, half sent, is held to the header timeout too
+/// (the first head is read before hyper takes the connection; the later ones are bounded by
+/// the connection's idle timer), however long the idle timeout.
+#[tokio::test]
+async fn a_half_sent_later_head_is_closed_after_the_header_timeout() {
+    let mut cfg = edge_config(50);
+    cfg.limits.idle_timeout_ms = 60_000;
+    let server = TestServer::start_with(cfg).await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    tcp.write_all(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-").await.unwrap();
+    // Within 5 s: the header timeout (300 ms), not the idle one (60 s).
+    let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
+    assert_eq!(got.as_deref(), Some(""), "the half-sent head was not closed");
+    server.stop().await;
+}
