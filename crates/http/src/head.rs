@@ -18,13 +18,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// The first read's buffer; it doubles while the head is longer.
 const FIRST_READ: usize = 1024;
-/// Past this many bytes without the end of the head, hyper reads the rest under its own
-/// limits.
+/// Past this many bytes without the end of the head, hyper reads the rest, within the
+/// connection's idle timer (`serve.rs`).
 pub(crate) const MAX_HEAD: usize = 16 * 1024;
 
 /// Read the connection's first request head within `timeout`. `None`: the peer closed the
 /// connection before sending anything, the read failed, or the head did not arrive in time
-/// (the connection is then closed, as hyper's `header_read_timeout` closes it).
+/// (the connection is then closed).
 pub(crate) async fn first<I: AsyncRead + Unpin>(io: &mut I, timeout: Duration) -> Option<Vec<u8>> {
     let read = async {
         let mut buf = Vec::with_capacity(FIRST_READ);

@@ -120,7 +120,10 @@ impl<F: Future> Gated<F> {
 impl<F: Future> Future for Gated<F> {
     type Output = F::Output;
 
-    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
         self.flag.task.register(cx.waker());
         if !self.flag.woken.swap(false, Ordering::AcqRel) {
             return std::task::Poll::Pending;
