@@ -576,10 +576,11 @@ mod tests {
     use http_body_util::{BodyExt, Full, StreamBody};
     use hyper::body::Frame;
 
-    fn frames(
-        parts: &[&'static str],
-    ) -> StreamBody<futures::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>>>
-    {
+    /// A body of data frames, with trailers after the first.
+    type Frames =
+        StreamBody<futures::stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, std::convert::Infallible>>>>;
+
+    fn frames(parts: &[&'static str]) -> Frames {
         let mut frames: Vec<_> =
             parts.iter().map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes())))).collect();
         frames.insert(1.min(frames.len()), Ok(Frame::trailers(Default::default())));
