@@ -16,9 +16,9 @@
 //! * [`serve`] with graceful shutdown: stop accepting, let in-flight requests finish.
 //!   Connection limits ([`ServeConfig`], SPEC §12): header timeout (the first head read
 //!   before hyper takes the connection; later ones, and the wait for them on a kept-alive
-//!   connection, bounded by the connection's idle timer), idle timeout, `max_connections` (past it: `503`, `-32007`, then close); bodies
-//!   are read within `body_timeout` (else `408`) before admission, so waiting for one holds no
-//!   in-flight permit.
+//!   connection, bounded by the connection's idle timer), idle timeout, `max_connections`
+//!   (past it: `503`, `-32007`, then close); bodies are read within `body_timeout` (else
+//!   `408`) before admission, so waiting for one holds no in-flight permit.
 //!
 //! * CORS (module `cors`, `[http] cors_allowed_origins`): off unless origins are configured.
 //! * Webhooks ([`webhook`], SPEC §15): a signed method's deliveries on the flows door are
