@@ -231,7 +231,7 @@ impl Connection {
 /// Serve `door` (a [`FrontDoor`], or any `Router`) on `listener` until `shutdown` resolves,
 /// then stop accepting and wait for in-flight requests to finish. HTTP/1.1 on hyper's own
 /// connection machinery: headers must arrive within `header_timeout` (the first head:
-/// [`head::first`]; later ones: the connection's idle timer), idle kept-alive connections are
+/// `head::first`; later ones: the connection's idle timer), idle kept-alive connections are
 /// closed after `idle_timeout`, and at most `max_connections` are open at once.
 pub async fn serve(
     listener: tokio::net::TcpListener,
