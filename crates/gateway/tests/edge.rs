@@ -35,6 +35,16 @@ async fn read_to_close(tcp: &mut TcpStream, within: Duration) -> Option<String> 
     read.ok().map(|()| String::from_utf8_lossy(&out).into_owned())
 }
 
+/// A connection to `server` with one request answered on it, kept alive.
+async fn kept_alive(server: &TestServer) -> TcpStream {
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    tcp
+}
+
 fn body_of(answer: &str) -> serde_json::Value {
     let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {answer:?}"))
@@ -154,11 +164,7 @@ async fn an_idle_keep_alive_connection_is_closed() {
     let mut cfg = edge_config(50);
     cfg.limits.header_timeout_ms = 10_000;
     let server = TestServer::start_with(cfg).await;
-    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
-    let mut buf = [0u8; 1024];
-    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let mut tcp = kept_alive(&server).await;
     let started = std::time::Instant::now();
     let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
     assert_eq!(got.as_deref(), Some(""), "the idle connection was not closed");
@@ -171,11 +177,7 @@ async fn the_header_timeout_also_bounds_the_wait_for_the_next_request() {
     let mut cfg = edge_config(50);
     cfg.limits.idle_timeout_ms = 60_000;
     let server = TestServer::start_with(cfg).await;
-    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
-    let mut buf = [0u8; 1024];
-    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let mut tcp = kept_alive(&server).await;
     let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
     assert_eq!(got.as_deref(), Some(""), "the kept-alive connection was not closed");
     server.stop().await;
@@ -189,11 +191,7 @@ async fn a_half_sent_later_head_is_closed_after_the_header_timeout() {
     let mut cfg = edge_config(50);
     cfg.limits.idle_timeout_ms = 60_000;
     let server = TestServer::start_with(cfg).await;
-    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
-    let mut buf = [0u8; 1024];
-    let n = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await.unwrap().unwrap();
-    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let mut tcp = kept_alive(&server).await;
     tcp.write_all(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-").await.unwrap();
     // Within 5 s: the header timeout (300 ms), not the idle one (60 s).
     let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
