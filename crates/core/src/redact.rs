@@ -58,18 +58,29 @@ pub const LOG_MAX_CHARS: usize = 128;
 #[derive(Clone, Copy)]
 pub struct LogSafe<'a>(pub &'a str);
 
-impl fmt::Display for LogSafe<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use fmt::Write;
-        // The common text (a method name, a key) is printable ASCII with nothing to escape:
-        // written whole, up to the first byte that needs a look (each char written alone cost
-        // ~10 instructions).
-        let plain = self
-            .0
+impl<'a> LogSafe<'a> {
+    /// The text itself when it is written unchanged (printable ASCII with nothing to escape,
+    /// within [`LOG_MAX_CHARS`]): the common case, a method name or a key.
+    pub fn as_plain(&self) -> Option<&'a str> {
+        (self.plain_len() == self.0.len()).then_some(self.0)
+    }
+
+    /// How many leading bytes are written as they are.
+    fn plain_len(&self) -> usize {
+        self.0
             .bytes()
             .take(LOG_MAX_CHARS)
             .take_while(|&b| (b' '..=b'~').contains(&b) && b != b'\\' && b != b'"')
-            .count();
+            .count()
+    }
+}
+
+impl fmt::Display for LogSafe<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use fmt::Write;
+        // The common text is written whole, up to the first byte that needs a look (each char
+        // written alone cost ~10 instructions).
+        let plain = self.plain_len();
         f.write_str(&self.0[..plain])?;
         if plain == self.0.len() {
             return Ok(());

@@ -255,10 +255,11 @@ pub fn access_line(out: &mut String, line: &oncerpc_core::access_log::AccessLine
     out.push_str(line.correlation_id);
     out.push_str(" method=");
     let safe = oncerpc_core::LogSafe(line.method);
-    if plain(line.method) && line.method.len() <= oncerpc_core::LOG_MAX_CHARS {
-        out.push_str(line.method);
-    } else {
-        let _ = write!(out, "{safe}");
+    match safe.as_plain() {
+        Some(method) => out.push_str(method),
+        None => {
+            let _ = write!(out, "{safe}");
+        }
     }
     for (name, value) in [(" kind=", Some(line.kind)), (" tenant=", Some(line.tenant))]
         .into_iter()
