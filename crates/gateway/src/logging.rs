@@ -166,16 +166,14 @@ impl oncerpc_core::access_log::AccessLog for DirectAccess {
         thread_local! {
             static LINE: RefCell<String> = const { RefCell::new(String::new()) };
         }
-        LINE.with(|buf| match buf.try_borrow_mut() {
-            Ok(mut buf) => {
-                crate::log_text::access_line(&mut buf, line);
-                self.0.push(buf.as_bytes());
-            }
-            Err(_) => {
-                let mut buf = String::new();
-                crate::log_text::access_line(&mut buf, line);
-                self.0.push(buf.as_bytes());
-            }
+        LINE.with(|cell| {
+            // The thread's buffer; a fresh one should it be in use (it never is: writing a line
+            // logs nothing).
+            let mut own = String::new();
+            let mut held = cell.try_borrow_mut();
+            let buf = held.as_deref_mut().unwrap_or(&mut own);
+            crate::log_text::access_line(buf, line);
+            self.0.push(buf.as_bytes());
         });
     }
 }
