@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Answer, TestServer, http_client, test_config};
+use common::{Answer, TestServer, test_config};
 use oncerpc::App;
 
 /// An app served through its router only (no direct path), on a loopback port.
@@ -29,20 +29,11 @@ fn config() -> oncerpc::Config {
 }
 
 async fn send(base: &str, method: &str, body: &str, headers: &[(&str, &str)]) -> Answer {
-    let client = http_client();
-    let url = format!("{base}/rpc");
-    let mut req = match method {
-        "GET" => client.get(&url),
-        _ => client.post(&url).header("content-type", "application/json").body(body.to_owned()),
-    };
-    for (k, v) in headers {
-        req = req.header(*k, *v);
+    let http = common::process::Http::new(base);
+    match method {
+        "GET" => http.get("/rpc", headers).await,
+        _ => http.rpc(body.to_owned(), headers).await,
     }
-    let resp = req.send().await.expect("request sent");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp.text().await.expect("body read");
-    Answer { status, headers, body }
 }
 
 /// What must agree: status, body, and every header but the date and a generated correlation id
