@@ -237,7 +237,7 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use oncerpc_core::store::{AcquireKind, EventStatus, RecordState, now_ms};
+    use oncerpc_core::store::{AcquireKind, EventStatus, RecordState, TakeOver, now_ms};
     use rusqlite::Connection;
 
     use super::*;
@@ -292,6 +292,82 @@ mod tests {
         assert!(store.restart_event("evt_old", 42).await.unwrap());
         let (pending, next) = store.pending_events(None, 10).await.unwrap();
         assert_eq!((pending.len(), pending[0].token, next), (1, 42, None));
+    }
+
+    /// Migration 8 re-keys the records by (key, method, tenant): every record of a version-7
+    /// file reads back as it was, column for column, and the keys behave as before.
+    #[tokio::test]
+    async fn rekeyed_records_keep_every_column() {
+        let path = temp_db("rekey");
+        let far = 9_000_000_000_000_i64;
+        {
+            let conn = Connection::open(&path).unwrap();
+            for sql in &schema::MIGRATIONS[..7] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 7).unwrap();
+            conn.execute(
+                "INSERT INTO idempotency_records (tenant, method, key, fingerprint, state, outcome, token,
+                   lease_until, expires_at, updated_at, takeover_token, takeover_until, steps)
+                 VALUES ('acme', 'pay', 'done', 'fp', 1, '{\"ok\":1}', 7, 0, ?1, 5, NULL, NULL, NULL),
+                        ('acme', 'pay', 'busy', 'fp', 0, NULL, 8, ?1, ?1, 5, 9, ?1, '{\"0\":\"\\\"a\\\"\"}'),
+                        ('', 'pay', 'done', 'other', 2, '{\"code\":1}', 6, 0, ?1, 5, NULL, NULL, NULL)",
+                [far],
+            )
+            .unwrap();
+            conn.execute("UPDATE token_counter SET last = 9", []).unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let get = |t: &'static str, k: &'static str| {
+            let store = &store;
+            async move { store.get(&RecordKey::new(t, "pay", k)).await.unwrap().expect("kept") }
+        };
+        let done = get("acme", "done").await;
+        assert_eq!(
+            (done.fingerprint.as_str(), done.state, done.token, done.expires_at_ms),
+            ("fp", RecordState::Done(StoredOutcome::Succeeded("{\"ok\":1}".into())), 7, far as u64)
+        );
+        let busy = get("acme", "busy").await;
+        assert_eq!(busy.state, RecordState::Processing { lease_until_ms: far as u64 });
+        assert_eq!(busy.takeover, Some(TakeOver { token: 9, until_ms: far as u64 }));
+        assert_eq!(busy.steps.len(), 1);
+        let other = get("", "done").await;
+        assert_eq!(
+            (other.fingerprint.as_str(), other.state),
+            ("other", RecordState::Done(StoredOutcome::Failed("{\"code\":1}".into())))
+        );
+        // The same key under two tenants stays two records; a duplicate is answered, a new
+        // key draws a token past the old ones.
+        let dup = ClaimRequest {
+            key: &RecordKey::new("acme", "pay", "done"),
+            fingerprint: "fp",
+            force_retry: false,
+            lease: Duration::from_secs(60),
+            ttl: Duration::from_secs(60),
+        };
+        assert!(matches!(store.claim(dup).await.unwrap(), Claim::Done(StoredOutcome::Succeeded(_), _)));
+        assert_eq!(
+            claim(&store, &RecordKey::new("acme", "pay", "new"), Duration::from_secs(60)).await,
+            Claim::Acquired { token: 10, kind: AcquireKind::Fresh }
+        );
+        drop(store);
+        let conn = Connection::open(&path).unwrap();
+        let key: Vec<String> = conn
+            .prepare("SELECT name FROM pragma_index_info((SELECT name FROM pragma_index_list('idempotency_records') WHERE origin = 'pk'))")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(key, ["key", "method", "tenant"]);
+        let indexes: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'idempotency_records_expires'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(indexes, 1, "the expiry index is there again");
     }
 
     /// A transaction draws its tokens from the counter it read once and writes the last one

@@ -348,7 +348,7 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
     const UPSERT: &str = concat!(
         "INSERT INTO idempotency_records",
         record_columns!(),
-        " ON CONFLICT (tenant, method, key) DO UPDATE SET
+        " ON CONFLICT (key, method, tenant) DO UPDATE SET
            fingerprint = excluded.fingerprint, state = excluded.state, outcome = excluded.outcome,
            token = excluded.token, lease_until = excluded.lease_until,
            expires_at = excluded.expires_at, updated_at = excluded.updated_at,
@@ -363,7 +363,7 @@ fn insert_new(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> 
     const INSERT: &str = concat!(
         "INSERT INTO idempotency_records",
         record_columns!(),
-        " ON CONFLICT (tenant, method, key) DO NOTHING"
+        " ON CONFLICT (key, method, tenant) DO NOTHING"
     );
     Ok(write(tx, INSERT, key, rec, now)? == 1)
 }

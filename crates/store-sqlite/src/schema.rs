@@ -57,6 +57,33 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX events_by_tenant ON events (tenant, created_at, id);",
     // 7: the step views of a flow's event (JSON text, NULL: none yet).
     "ALTER TABLE events ADD COLUMN steps TEXT;",
+    // 8: the records keyed by (key, method, tenant): a B-tree search compares the column that
+    // tells records apart first, instead of the tenant and method most records share
+    // (docs/ARCHITECTURE.md, "The SQLite store's durability"). A WITHOUT ROWID table's key
+    // cannot change in place: the records move to a new table in this one transaction.
+    "CREATE TABLE idempotency_records_8 (
+        key            TEXT    NOT NULL,
+        method         TEXT    NOT NULL,
+        tenant         TEXT    NOT NULL,
+        fingerprint    TEXT    NOT NULL,
+        state          INTEGER NOT NULL,  -- 0 processing, 1 succeeded, 2 failed
+        outcome        TEXT,
+        token          INTEGER NOT NULL,
+        lease_until    INTEGER NOT NULL,
+        expires_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL,
+        takeover_token INTEGER,
+        takeover_until INTEGER,
+        steps          TEXT,
+        PRIMARY KEY (key, method, tenant)
+    ) WITHOUT ROWID;
+    INSERT INTO idempotency_records_8 (key, method, tenant, fingerprint, state, outcome, token,
+        lease_until, expires_at, updated_at, takeover_token, takeover_until, steps)
+      SELECT key, method, tenant, fingerprint, state, outcome, token, lease_until, expires_at,
+        updated_at, takeover_token, takeover_until, steps FROM idempotency_records;
+    DROP TABLE idempotency_records;
+    ALTER TABLE idempotency_records_8 RENAME TO idempotency_records;
+    CREATE INDEX idempotency_records_expires ON idempotency_records (expires_at);",
 ];
 
 /// Open the file in WAL mode and migrate it. Migrations commit with `synchronous = FULL`;
