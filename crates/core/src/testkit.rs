@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{AcquireKind, Claim, ClaimRequest, Event, RecordKey, RecordState, Store, StoredOutcome};
+use crate::store::{
+    AcquireKind, Claim, ClaimRequest, Event, RecordKey, RecordState, Store, StoredOutcome, now_ms,
+};
 
 const LONG: Duration = Duration::from_secs(60);
 const TTL: Duration = Duration::from_secs(3600);
@@ -210,7 +212,8 @@ pub async fn ttl_expiry(store: Arc<dyn Store>) {
     };
     let outcome = StoredOutcome::Succeeded("1".into());
     assert!(store.complete(&key, token, &outcome, ttl).await.unwrap());
-    assert!(store.get(&key).await.unwrap().is_some());
+    let finished = store.get(&key).await.unwrap().expect("the finished record").expires_at_ms;
+    assert!(finished <= now_ms() + 300, "expires {finished}: `ttl` after its completion, not with its lease");
     tokio::time::sleep(Duration::from_millis(450)).await;
     assert_eq!(store.get(&key).await.unwrap(), None, "expired record must read as absent");
     // Expired: even other params may use the key now.

@@ -503,9 +503,15 @@ impl Store for RedisStore {
     fn get<'a>(&'a self, key: &'a RecordKey) -> BoxFuture<'a, Result<Option<Record>, StoreError>> {
         Box::pin(async move {
             let mut conn = self.conn.clone();
-            let v: Vec<Value> = redis::cmd("HMGET")
-                .arg(self.record_key(key))
+            let record = self.record_key(key);
+            // A finished record's expiry is its key's: the completion sets it relative to
+            // the store's clock and leaves the processing `expires` field behind.
+            let (v, left): (Vec<Value>, i64) = redis::pipe()
+                .cmd("HMGET")
+                .arg(&record)
                 .arg(&["fp", "state", "outcome", "token", "lease", "expires", "tt", "tu", "steps"][..])
+                .cmd("PTTL")
+                .arg(&record)
                 .query_async(&mut conn)
                 .await
                 .map_err(err)?;
@@ -524,7 +530,10 @@ impl Store for RedisStore {
                 fingerprint,
                 state,
                 token: number(3).unwrap_or(0),
-                expires_at_ms: number(5).unwrap_or(0),
+                expires_at_ms: match u64::try_from(left) {
+                    Ok(left) => now_ms() + left,
+                    Err(_) => number(5).unwrap_or(0),
+                },
                 takeover,
                 steps: journal_from_json(v.get(8).and_then(text).as_deref()),
             }))

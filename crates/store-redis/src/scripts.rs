@@ -78,9 +78,8 @@ if ARGV[2] == '1' then
   if state == 's' then return {'refused'} end
   return owned('force')
 end
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then left = math.max((tonumber(rec[6]) or now) - now, 0) end
-return {'done', state, rec[3], left}
+-- A finished record's expiry is its key's (its `expires` field is the processing one).
+return {'done', state, rec[3], math.max(redis.call('PTTL', KEYS[1]), 0)}
 "#
 );
 
@@ -122,26 +121,22 @@ return 1
 
 /// `decide_complete`: store the outcome if `token` owns the processing record; 1 again when
 /// the same outcome already landed under it. The processing fields are left in place (a
-/// finished record's `lease` is never read); a take-over's and a journal's are deleted, in a
-/// call made only when they are there.
+/// finished record's `lease` and `expires` are never read: its expiry is the key's own, set
+/// relative to now, so the completion needs no `TIME`); a take-over's and a journal's are
+/// deleted, in a call made only when they are there. Three calls on the common path.
 /// KEYS: record. ARGV: token, state ('s'/'f'), outcome JSON, ttl ms.
-pub(crate) const COMPLETE: &str = concat!(
-    lua_prelude!(),
-    r#"
+pub(crate) const COMPLETE: &str = r#"
 local rec = redis.call('HMGET', KEYS[1], 'state', 'token', 'outcome', 'tt', 'steps')
 if rec[2] ~= ARGV[1] then return 0 end
 if rec[1] == 'p' then
-  local now = clock()
-  local at = now + tonumber(ARGV[4])
-  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3], 'expires', num(at))
+  redis.call('HSET', KEYS[1], 'state', ARGV[2], 'outcome', ARGV[3])
   if rec[4] or rec[5] then redis.call('HDEL', KEYS[1], 'tt', 'tu', 'steps') end
-  redis.call('PEXPIRE', KEYS[1], num(math.max(at - now, 1)))
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
   return 1
 end
 if rec[1] == ARGV[2] and rec[3] == ARGV[3] then return 1 end
 return 0
-"#
-);
+"#;
 
 /// `decide_release`: the owner drops the record (its token key stays); an unconfirmed
 /// take-over is withdrawn. KEYS: record. ARGV: token.
