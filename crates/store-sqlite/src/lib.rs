@@ -370,6 +370,39 @@ mod tests {
         assert_eq!(indexes, 1, "the expiry index is there again");
     }
 
+    /// The writer thread runs under `SCHED_BATCH` (policy 3 in `/proc`) at the nice value of
+    /// its syncer, which keeps the default policy.
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_writer_runs_as_a_batch_thread() {
+        let store = SqliteStore::open(temp_db("batch-policy")).unwrap();
+        assert!(store.get(&RecordKey::new("t", "m", "k")).await.unwrap().is_none());
+        let mut threads = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let dir = task.unwrap().path();
+            let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            // Fields 19 (nice) and 41 (policy), counted after the parenthesised name (field 2).
+            let fields: Vec<String> = stat
+                .rsplit_once(')')
+                .map_or_else(Vec::new, |(_, rest)| rest.split_whitespace().map(str::to_owned).collect());
+            let field = |n: usize| fields.get(n - 3).cloned().unwrap_or_default();
+            threads.push((name.trim().to_owned(), field(19), field(41)));
+        }
+        let of = |thread: &str| -> Vec<(String, String)> {
+            threads
+                .iter()
+                .filter(|(n, ..)| n == thread)
+                .map(|(_, nice, p)| (nice.clone(), p.clone()))
+                .collect()
+        };
+        let (writers, syncers) = (of("oncerpc-sqlite"), of("oncerpc-sqlite-"));
+        assert!(!writers.is_empty() && !syncers.is_empty(), "no writer or syncer among {threads:?}");
+        let nice = &syncers[0].0;
+        assert!(writers.iter().all(|(n, p)| n == nice && p == "3"), "{threads:?}");
+        assert!(syncers.iter().all(|(n, p)| n == nice && p == "0"), "{threads:?}");
+    }
+
     /// A transaction draws its tokens from the counter it read once and writes the last one
     /// back before it commits: two stores on one file (as two processes would be), each
     /// grouping many claims per transaction, never hand out one token twice, and a store
