@@ -371,6 +371,71 @@ mod tests {
         assert_eq!(indexes, 1, "the expiry index is there again");
     }
 
+    /// `kill -9` in the middle of migration 8 (its re-keyed copy half written to the WAL)
+    /// loses no record: the migration is one transaction, so the file reads as version 7
+    /// until a later start migrates it whole. The test runs itself again as the child that
+    /// migrates, and kills it once the WAL grows.
+    #[test]
+    fn a_migration_killed_midway_loses_no_record() {
+        const CHILD: &str = "ONCERPC_TEST_MIGRATE_CHILD";
+        const RECORDS: i64 = 100_000;
+        if let Some(path) = std::env::var_os(CHILD) {
+            drop(SqliteStore::open(&path).unwrap());
+            std::fs::write(format!("{}.migrated", path.to_string_lossy()), "").unwrap();
+            return;
+        }
+        let path = temp_db("killed-migration");
+        let marker = PathBuf::from(format!("{}.migrated", path.display()));
+        let _ = std::fs::remove_file(&marker);
+        let count = |conn: &Connection| -> (i64, i64) {
+            let n = conn.query_row("SELECT count(*) FROM idempotency_records", [], |r| r.get(0)).unwrap();
+            (n, conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap())
+        };
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+            for sql in &schema::MIGRATIONS[..7] {
+                conn.execute_batch(sql).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 7).unwrap();
+            conn.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+                 INSERT INTO idempotency_records (tenant, method, key, fingerprint, state, outcome, token,
+                   lease_until, expires_at, updated_at)
+                 SELECT 't', 'm', 'key-' || i, 'fp', 1, '{\"n\":' || i || '}', i, 0, 9000000000000, 0 FROM n",
+                [RECORDS],
+            )
+            .unwrap();
+            conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
+        }
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "tests::a_migration_killed_midway_loses_no_record", "--test-threads=1"])
+            .env(CHILD, &path)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let midway = loop {
+            let grown = std::fs::metadata(&wal).map(|m| m.len() > 1 << 20).unwrap_or(false);
+            if grown || child.try_wait().unwrap().is_some() {
+                break grown && !marker.exists();
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(midway, "the child migrated before it could be killed midway: give it more records");
+        assert!(!marker.exists(), "the child finished its migration");
+        assert_eq!(count(&Connection::open(&path).unwrap()), (RECORDS, 7), "rolled back whole");
+        drop(SqliteStore::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        assert_eq!(count(&conn), (RECORDS, 8), "migrated whole at the next start");
+        let outcome: String = conn
+            .query_row("SELECT outcome FROM idempotency_records WHERE key = 'key-4242'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(outcome, "{\"n\":4242}");
+    }
+
     /// The writer thread runs under `SCHED_BATCH` (policy 3 in `/proc`) at the nice value of
     /// its syncer, which keeps the default policy.
     #[cfg(target_os = "linux")]
