@@ -8,7 +8,7 @@ use oncerpc_core::store::{
     StoredOutcome, TakeOver, decide, decide_complete, decide_release, decide_renew, decide_step, expiry,
     journal_from_json, journal_to_json, status_of,
 };
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{CachedStatement, OptionalExtension, Statement, Transaction, params};
 
 pub(crate) enum Op {
     Claim { key: RecordKey, fingerprint: String, force_retry: bool, lease: Duration, ttl: Duration },
@@ -51,14 +51,20 @@ impl Done {
     }
 }
 
-pub(crate) fn apply(tx: &Transaction<'_>, tokens: &mut Tokens, op: &Op, now: u64) -> rusqlite::Result<Done> {
+pub(crate) fn apply<'c>(
+    tx: &'c Transaction<'_>,
+    group: &mut Group<'c>,
+    op: &Op,
+    now: u64,
+) -> rusqlite::Result<Done> {
+    let tokens = &mut group.tokens;
     match op {
         Op::Claim { key, fingerprint, force_retry, lease, ttl } => {
             let req = ClaimRequest { key, fingerprint, force_retry: *force_retry, lease: *lease, ttl: *ttl };
             // The common case in one statement: no record, the key is this claim's.
             let token = tokens.upcoming(tx)?;
             if let (claim, Some(rec)) = decide(None, &req, now, || token)
-                && insert_new(tx, key, &rec, now)?
+                && insert_new(cached(&mut group.insert, tx, INSERT_NEW)?, key, &rec, now)?
             {
                 tokens.take(token);
                 return Ok(Done::Claim(claim));
@@ -89,7 +95,7 @@ pub(crate) fn apply(tx: &Transaction<'_>, tokens: &mut Tokens, op: &Op, now: u64
         }
         Op::Complete { key, token, outcome, ttl } => {
             // The common case in one statement: the processing record is still this token's.
-            if finish(tx, key, *token, outcome, *ttl, now)? {
+            if finish(cached(&mut group.finish, tx, FINISH)?, key, *token, outcome, *ttl, now)? {
                 return Ok(Done::Bool(true));
             }
             match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
@@ -183,6 +189,29 @@ pub(crate) fn apply(tx: &Transaction<'_>, tokens: &mut Tokens, op: &Op, now: u64
             Ok(Done::Events(rows.collect::<rusqlite::Result<Vec<_>>>()?))
         }
     }
+}
+
+/// What the operations of one transaction share: the fencing-token counter, and the two
+/// statements of a new key (its claim's insert, its completion's update) taken from
+/// rusqlite's statement cache once per transaction instead of once per operation (each
+/// lookup hashes the statement's text, and each return to the cache hashes it again).
+#[derive(Default)]
+pub(crate) struct Group<'c> {
+    pub(crate) tokens: Tokens,
+    insert: Option<CachedStatement<'c>>,
+    finish: Option<CachedStatement<'c>>,
+}
+
+/// `slot`'s statement, taken from the cache at the first use in the transaction.
+fn cached<'s, 'c>(
+    slot: &'s mut Option<CachedStatement<'c>>,
+    tx: &'c Transaction<'_>,
+    sql: &str,
+) -> rusqlite::Result<&'s mut CachedStatement<'c>> {
+    if slot.is_none() {
+        *slot = Some(tx.prepare_cached(sql)?);
+    }
+    Ok(slot.as_mut().expect("set above"))
 }
 
 /// The fencing tokens of one transaction: one counter for every key, so tokens never repeat,
@@ -355,23 +384,31 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
            takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
            steps = excluded.steps"
     );
-    write(tx, UPSERT, key, rec, now).map(drop)
+    write(&mut *tx.prepare_cached(UPSERT)?, key, rec, now).map(drop)
 }
 
-/// Insert `rec` if `key` has no record (not even an expired one); whether it did.
-fn insert_new(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<bool> {
-    const INSERT: &str = concat!(
-        "INSERT INTO idempotency_records",
-        record_columns!(),
-        " ON CONFLICT (key, method, tenant) DO NOTHING"
-    );
-    Ok(write(tx, INSERT, key, rec, now)? == 1)
+/// Insert a record if its key has none (not even an expired one).
+const INSERT_NEW: &str = concat!(
+    "INSERT INTO idempotency_records",
+    record_columns!(),
+    " ON CONFLICT (key, method, tenant) DO NOTHING"
+);
+
+/// Insert `rec` with `insert` ([`INSERT_NEW`]) if `key` has no record; whether it did.
+fn insert_new(insert: &mut Statement<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<bool> {
+    Ok(write(insert, key, rec, now)? == 1)
 }
+
+/// [`finish`]'s statement.
+const FINISH: &str =
+    "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0, expires_at = ?7,
+               updated_at = ?8, takeover_token = NULL, takeover_until = NULL, steps = NULL
+             WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0";
 
 /// `decide_complete`'s common case as one `UPDATE`: the record is processing under `token`;
 /// whether it was. The columns written are those `save` writes for the finished record.
 fn finish(
-    tx: &Transaction<'_>,
+    update: &mut Statement<'_>,
     key: &RecordKey,
     token: u64,
     outcome: &StoredOutcome,
@@ -379,22 +416,16 @@ fn finish(
     now: u64,
 ) -> rusqlite::Result<bool> {
     let (state, outcome) = done_columns(outcome);
-    let n = tx
-        .prepare_cached(
-            "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0, expires_at = ?7,
-               updated_at = ?8, takeover_token = NULL, takeover_until = NULL, steps = NULL
-             WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0",
-        )?
-        .execute(params![
-            &*key.tenant,
-            &*key.method,
-            &*key.key,
-            token as i64,
-            state,
-            outcome,
-            expiry(now, 0, ttl) as i64,
-            now as i64,
-        ])?;
+    let n = update.execute(params![
+        &*key.tenant,
+        &*key.method,
+        &*key.key,
+        token as i64,
+        state,
+        outcome,
+        expiry(now, 0, ttl) as i64,
+        now as i64,
+    ])?;
     Ok(n == 1)
 }
 
@@ -407,13 +438,7 @@ fn done_columns(outcome: &StoredOutcome) -> (i64, &str) {
 }
 
 /// Run `sql` (an insert of [`record_columns`]) with `rec`'s values; the rows it changed.
-fn write(
-    tx: &Transaction<'_>,
-    sql: &str,
-    key: &RecordKey,
-    rec: &Record,
-    now: u64,
-) -> rusqlite::Result<usize> {
+fn write(stmt: &mut Statement<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<usize> {
     let (state, outcome, lease_until) = match &rec.state {
         RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
         RecordState::Done(done) => {
@@ -421,7 +446,7 @@ fn write(
             (state, Some(outcome), 0)
         }
     };
-    tx.prepare_cached(sql)?.execute(params![
+    stmt.execute(params![
         &*key.tenant,
         &*key.method,
         &*key.key,

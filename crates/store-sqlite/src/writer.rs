@@ -34,7 +34,7 @@ use oncerpc_core::store::{Claim, StoreError, now_ms};
 use rusqlite::{Connection, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::ops::{Done, Op, Tokens, apply};
+use crate::ops::{Done, Group, Op, apply};
 
 /// How the writer answers an operation.
 pub(crate) type Reply = oneshot::Sender<Result<Done, StoreError>>;
@@ -196,12 +196,15 @@ fn run_group(conn: &mut Connection, group: &[(Op, Reply)]) -> Vec<Result<Done, S
     // Only now: `BEGIN IMMEDIATE` may have waited (up to the busy timeout) for another
     // process's write lock, and a lease granted from an earlier clock would end early.
     let now = now_ms();
-    let mut tokens = Tokens::default();
+    let mut shared = Group::default();
     let results: Vec<Result<Done, StoreError>> = group
         .iter()
-        .map(|(op, _)| apply(&tx, &mut tokens, op, now).map_err(|e| StoreError::new(format!("sqlite: {e}"))))
+        .map(|(op, _)| apply(&tx, &mut shared, op, now).map_err(|e| StoreError::new(format!("sqlite: {e}"))))
         .collect();
-    if let Err(e) = tokens.save(&tx) {
+    let saved = shared.tokens.save(&tx);
+    // The group's statements go back to the cache before the transaction ends.
+    drop(shared);
+    if let Err(e) = saved {
         return fail_all(e);
     }
     match tx.commit() {
