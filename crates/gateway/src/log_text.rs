@@ -143,23 +143,17 @@ impl Visitor<'_> {
     /// The message (`DefaultVisitor` writes it escaped, a character at a time): written whole
     /// when it is printable ASCII, which escaping leaves as it is; `false`: anything else.
     fn message(&mut self, value: &dyn fmt::Debug) -> bool {
-        use std::cell::RefCell;
-        thread_local! {
-            static TEXT: RefCell<String> = const { RefCell::new(String::new()) };
-        }
         if self.result.is_err() {
             return false;
         }
-        TEXT.with(|text| {
-            let Ok(mut text) = text.try_borrow_mut() else { return false };
-            text.clear();
+        with_scratch(|text| {
             use fmt::Write as _;
             if write!(text, "{value:?}").is_err() || !text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
                 return false;
             }
             let pad = if self.is_empty { "" } else { " " };
             self.is_empty = false;
-            self.result = self.writer.write_str(pad).and_then(|()| self.writer.write_str(&text));
+            self.result = self.writer.write_str(pad).and_then(|()| self.writer.write_str(text));
             true
         })
     }
@@ -240,6 +234,23 @@ impl Visit for Visitor<'_> {
     }
 }
 
+/// `f` with this thread's scratch string, empty: a line's text is built there without an
+/// allocation per line. Should it be in use (nothing built in it logs, so it never is), a
+/// fresh one.
+pub(crate) fn with_scratch<R>(f: impl FnOnce(&mut String) -> R) -> R {
+    use std::cell::RefCell;
+    thread_local! {
+        static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+    }
+    SCRATCH.with(|cell| {
+        let mut own = String::new();
+        let mut held = cell.try_borrow_mut();
+        let text = held.as_deref_mut().unwrap_or(&mut own);
+        text.clear();
+        f(text)
+    })
+}
+
 /// The access line as [`FastFormat`] and [`FastFields`] write the `request` event outside any
 /// span, from its typed fields ([`oncerpc_core::access_log`]): the same bytes, without
 /// tracing's field visiting. `out` is cleared first.
@@ -261,10 +272,12 @@ pub fn access_line(out: &mut String, line: &oncerpc_core::access_log::AccessLine
             let _ = write!(out, "{safe}");
         }
     }
-    for (name, value) in [(" kind=", Some(line.kind)), (" tenant=", Some(line.tenant))]
-        .into_iter()
-        .chain([(" trace_id=", line.trace_id), (" idempotency_status=", line.idempotency_status)])
-    {
+    for (name, value) in [
+        (" kind=", Some(line.kind)),
+        (" tenant=", Some(line.tenant)),
+        (" trace_id=", line.trace_id),
+        (" idempotency_status=", line.idempotency_status),
+    ] {
         if let Some(v) = value {
             out.push_str(name);
             out.push_str(v);

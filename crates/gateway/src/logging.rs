@@ -157,23 +157,14 @@ where
 }
 
 /// The access line's direct path ([`oncerpc_core::access_log`]): formatted by
-/// [`crate::log_text::access_line`] into a buffer of the thread's, then queued like any line.
+/// [`crate::log_text::access_line`] into the thread's scratch string, then queued like any line.
 struct DirectAccess(Arc<Queue>);
 
 impl oncerpc_core::access_log::AccessLog for DirectAccess {
     fn write(&self, line: &oncerpc_core::access_log::AccessLine<'_>) {
-        use std::cell::RefCell;
-        thread_local! {
-            static LINE: RefCell<String> = const { RefCell::new(String::new()) };
-        }
-        LINE.with(|cell| {
-            // The thread's buffer; a fresh one should it be in use (it never is: writing a line
-            // logs nothing).
-            let mut own = String::new();
-            let mut held = cell.try_borrow_mut();
-            let buf = held.as_deref_mut().unwrap_or(&mut own);
-            crate::log_text::access_line(buf, line);
-            self.0.push(buf.as_bytes());
+        crate::log_text::with_scratch(|text| {
+            crate::log_text::access_line(text, line);
+            self.0.push(text.as_bytes());
         });
     }
 }
