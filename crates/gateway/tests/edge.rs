@@ -172,29 +172,28 @@ async fn an_idle_keep_alive_connection_is_closed() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn the_header_timeout_also_bounds_the_wait_for_the_next_request() {
+/// A kept-alive connection that then sends `then` (nothing, or part of a head) is closed by
+/// the header timeout (300 ms), well within 5 s, however long the idle timeout (60 s).
+async fn closed_by_the_header_timeout(then: &[u8], what: &str) {
     let mut cfg = edge_config(50);
     cfg.limits.idle_timeout_ms = 60_000;
     let server = TestServer::start_with(cfg).await;
     let mut tcp = kept_alive(&server).await;
+    tcp.write_all(then).await.unwrap();
     let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
-    assert_eq!(got.as_deref(), Some(""), "the kept-alive connection was not closed");
+    assert_eq!(got.as_deref(), Some(""), "{what} was not closed");
     server.stop().await;
+}
+
+#[tokio::test]
+async fn the_header_timeout_also_bounds_the_wait_for_the_next_request() {
+    closed_by_the_header_timeout(b"", "the kept-alive connection").await;
 }
 
 /// A kept-alive connection's *second* head, half sent, is held to the header timeout too
 /// (the first head is read before hyper takes the connection; the later ones are bounded by
-/// the connection's idle timer), however long the idle timeout.
+/// the connection's idle timer).
 #[tokio::test]
 async fn a_half_sent_later_head_is_closed_after_the_header_timeout() {
-    let mut cfg = edge_config(50);
-    cfg.limits.idle_timeout_ms = 60_000;
-    let server = TestServer::start_with(cfg).await;
-    let mut tcp = kept_alive(&server).await;
-    tcp.write_all(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-").await.unwrap();
-    // Within 5 s: the header timeout (300 ms), not the idle one (60 s).
-    let got = read_to_close(&mut tcp, Duration::from_secs(5)).await;
-    assert_eq!(got.as_deref(), Some(""), "the half-sent head was not closed");
-    server.stop().await;
+    closed_by_the_header_timeout(b"POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-", "the half-sent head").await;
 }
