@@ -122,7 +122,7 @@ impl Dispatcher {
         let sub = Submission {
             method: m.clone(),
             record,
-            fingerprint: keyed.fingerprint.clone(),
+            fingerprint: keyed.fingerprint.to_string(),
             force_retry: keyed.force_retry,
             params: params.map(|p| p.get().to_owned()),
             return_step: meta.return_step.as_deref().map(str::to_owned),

@@ -81,7 +81,7 @@ impl BatchLocal {
 
 #[derive(Clone)]
 pub(super) struct Shared {
-    pub(super) fingerprint: String,
+    pub(super) fingerprint: Arc<str>,
     pub(super) outcome: Outcome,
     pub(super) status: Option<IdempotencyStatus>,
 }

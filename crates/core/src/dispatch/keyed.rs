@@ -51,7 +51,7 @@ impl Dispatcher {
             let earlier =
                 RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: previous };
             if let Ok(Some(r)) = self.store.get(&earlier).await
-                && r.fingerprint == keyed.fingerprint
+                && *r.fingerprint == *keyed.fingerprint
             {
                 ctx.idempotency_key = Some(earlier.key.clone());
                 keyed.key = earlier.key;
@@ -114,6 +114,13 @@ impl Dispatcher {
         let record_key =
             RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
         if let Some(known) = self.exec.known(&record_key, &keyed.fingerprint, keyed.force_retry) {
+            if keyed.memoizable
+                && matches!(known, Claim::Done(..))
+                && let Some(text) = params
+            {
+                // A retry: the next one with these bytes skips `prepare`'s walk and schema.
+                self.memo.insert(&method.name, text.get(), &keyed.key, &keyed.fingerprint);
+            }
             return answer(known);
         }
         // Refused before anything is claimed when the execution budget is spent.

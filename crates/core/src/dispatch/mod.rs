@@ -4,8 +4,9 @@
 //! params schema → handler (deadline, panic guard) → response bytes, in request order.
 //!
 //! One file per job: one entry's policy and execution (`entry`), batches (`batch`),
-//! validation (`prepare`), keyed executions (`keyed`), the handler call (`handler`), the
-//! access line and metrics (`observe`), correlation ids (`ids`).
+//! validation (`prepare`) and what it found for retries (`memo`), keyed executions
+//! (`keyed`), the handler call (`handler`), the access line and metrics (`observe`),
+//! correlation ids (`ids`).
 
 mod batch;
 mod entry;
@@ -13,6 +14,7 @@ mod external;
 mod handler;
 mod ids;
 mod keyed;
+mod memo;
 mod observe;
 mod prepare;
 
@@ -146,6 +148,8 @@ pub struct Dispatcher {
     pub(crate) exec: Arc<Executions>,
     /// Finds methods that are not in the registry (a door's external tools), for their events.
     pub(crate) external: std::sync::OnceLock<external::ExternalResolver>,
+    /// What `prepare` found for the params of commands answered as duplicates.
+    pub(crate) memo: memo::PreparedMemo,
 }
 
 impl Dispatcher {
@@ -179,6 +183,7 @@ impl Dispatcher {
             running_events: Mutex::new(Default::default()),
             exec,
             external: std::sync::OnceLock::new(),
+            memo: memo::PreparedMemo::default(),
         }
     }
 

@@ -22,11 +22,14 @@ pub(crate) struct Keyed {
     /// Where the key came from (client, derived, hashed, generated).
     pub origin: KeyOrigin,
     pub key: Arc<str>,
-    pub fingerprint: String,
+    pub fingerprint: Arc<str>,
     pub force_retry: bool,
     /// A key derived from the call (`derive_key`): the previous window's key, used instead
     /// when its record exists with the same fingerprint.
     pub previous: Option<Arc<str>>,
+    /// What `prepare` found may be kept for byte-identical retries (`memo.rs`): it read
+    /// nothing but the method and the params text.
+    pub memoizable: bool,
 }
 
 impl Dispatcher {
@@ -69,6 +72,31 @@ impl Dispatcher {
         if method.validator.is_none() && !guarded {
             return Ok(Prepared { ctx, keyed: None });
         }
+        // A byte-identical retry of a command answered as a duplicate: what the full path
+        // below found for these bytes (`memo.rs` says why it is the same).
+        let memoizable = guarded
+            && !async_event
+            && meta.idempotency_key.is_none()
+            && !meta.force_retry
+            && meta.return_step.is_none()
+            && method.spec.key_from.is_none()
+            && method.spec.fingerprint_from.is_none();
+        if memoizable
+            && let Some(text) = params
+            && let Some((key, fingerprint)) = self.memo.get(&method.name, text.get())
+        {
+            ctx.idempotency_key = Some(key.clone());
+            let keyed = Keyed {
+                synthetic: false,
+                origin: KeyOrigin::Client,
+                key,
+                fingerprint,
+                force_retry: false,
+                previous: None,
+                memoizable: false,
+            };
+            return Ok(Prepared { ctx, keyed: Some(keyed) });
+        }
         // The engine reads the raw text (a Value has lost big and decimal numbers' exact
         // value): reserved members, the fingerprint, duplicate members refused (-32600).
         let command = if guarded { Some(idempotency::command_params(params)?) } else { None };
@@ -83,6 +111,8 @@ impl Dispatcher {
         let Some(command) = command else { return Ok(Prepared { ctx, keyed: None }) };
         let mut synthetic = false;
         let mut origin = KeyOrigin::Client;
+        // Kept only for a key the params gave and no force retry (the memo's entries have neither).
+        let memoizable = memoizable && command.key.is_some() && !command.force_retry;
         let explicit = idempotency::resolve_key(command.key, meta.idempotency_key.as_ref())?;
         if let Some(key) = &explicit {
             idempotency::validate_key(key)?;
@@ -117,19 +147,19 @@ impl Dispatcher {
             // dev mode: a keyless command runs, without deduplication.
             None => return Ok(Prepared { ctx, keyed: None }),
         };
-        let mut fingerprint = match &method.spec.fingerprint_from {
-            None => command.fingerprint,
-            Some(pointers) => derived::subset_fingerprint(pointers, params)?,
+        let mut fingerprint: Arc<str> = match &method.spec.fingerprint_from {
+            None => command.fingerprint.into(),
+            Some(pointers) => derived::subset_fingerprint(pointers, params)?.into(),
         };
         if let Some(step) = &meta.return_step {
             // Another return_step is another request: it must not replay this one's result.
-            fingerprint = idempotency::fingerprint(&serde_json::json!([fingerprint, &**step]));
+            fingerprint = idempotency::fingerprint(&serde_json::json!([&*fingerprint, &**step])).into();
         }
         ctx.idempotency_key = Some(key.clone());
         let force_retry = command.force_retry || meta.force_retry;
         Ok(Prepared {
             ctx,
-            keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry, previous }),
+            keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry, previous, memoizable }),
         })
     }
 }

@@ -1,0 +1,224 @@
+//! What `prepare` found for a command's params text, kept for the byte-identical retries of a
+//! command already answered as a duplicate: a retry that sends the same bytes again skips the
+//! canonical walk, SHA-256, the `Value` and the params schema (most of what a duplicate cost
+//! beyond a query, docs/BENCHMARKS.md).
+//!
+//! Why it answers what `prepare` would: for the calls it serves (a command whose key is the
+//! params' `idempotency_key`, no transport key, no force retry, no `key_from`,
+//! `fingerprint_from` or `return_step`), `prepare`'s result is a function of the method and
+//! the params text alone — the walk, the schema and the key rules read nothing else — and a
+//! method's spec and schema do not change while its dispatcher lives. An entry is written only
+//! for text that passed all of them. A text that differs by one byte (whitespace, member
+//! order) is a miss and takes the full path.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex};
+
+use foldhash::fast::RandomState;
+
+/// Params texts longer than this are not kept (bounds the memory: [`CAPACITY`] × this).
+pub(crate) const MAX_TEXT: usize = 1024;
+/// Entries kept, over all shards.
+pub(crate) const CAPACITY: usize = 4096;
+const SHARDS: usize = 8;
+
+struct Entry {
+    method: Arc<str>,
+    text: Box<str>,
+    key: Arc<str>,
+    fingerprint: Arc<str>,
+}
+
+/// Bounded and sharded; a full shard is cleared (a miss only costs the full path once more).
+pub(crate) struct PreparedMemo {
+    shards: Vec<Mutex<HashMap<u64, Entry, RandomState>>>,
+    hasher: RandomState,
+    #[cfg(test)]
+    hits: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for PreparedMemo {
+    fn default() -> Self {
+        PreparedMemo {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::with_hasher(RandomState::default()))).collect(),
+            hasher: RandomState::default(),
+            #[cfg(test)]
+            hits: Default::default(),
+        }
+    }
+}
+
+impl PreparedMemo {
+    fn slot(&self, method: &str, text: &str) -> (u64, &Mutex<HashMap<u64, Entry, RandomState>>) {
+        let hash = self.hasher.hash_one((method, text));
+        (hash, &self.shards[(hash as usize) % SHARDS])
+    }
+
+    /// The key and fingerprint `prepare` found for `text` as `method`'s params.
+    pub(crate) fn get(&self, method: &str, text: &str) -> Option<(Arc<str>, Arc<str>)> {
+        let (hash, shard) = self.slot(method, text);
+        let map = shard.lock().ok()?;
+        let e = map.get(&hash)?;
+        if *e.method != *method || *e.text != *text {
+            return None;
+        }
+        #[cfg(test)]
+        self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some((e.key.clone(), e.fingerprint.clone()))
+    }
+
+    /// Keep what `prepare` found for `text` (not kept past [`MAX_TEXT`]).
+    pub(crate) fn insert(&self, method: &Arc<str>, text: &str, key: &Arc<str>, fingerprint: &Arc<str>) {
+        if text.len() > MAX_TEXT {
+            return;
+        }
+        let (hash, shard) = self.slot(method, text);
+        let Ok(mut map) = shard.lock() else { return };
+        if map.len() >= CAPACITY / SHARDS && !map.contains_key(&hash) {
+            map.clear();
+        }
+        let entry = Entry {
+            method: method.clone(),
+            text: text.into(),
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+        };
+        map.insert(hash, entry);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().map_or(0, |m| m.len())).sum()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::{Dispatcher, DispatcherConfig, MethodSpec, Registry, RequestMeta, typed};
+
+    /// `pay`, a command with a params schema (`amount`: an integer), counting its runs.
+    fn dispatcher(runs: Arc<AtomicUsize>) -> Dispatcher {
+        let mut r = Registry::new();
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": { "amount": { "type": "integer" } },
+            "required": ["amount"]
+        });
+        let handler = typed(move |_ctx, p: serde_json::Value| {
+            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            async move { Ok::<_, oncerpc_protocol::RpcError>(serde_json::json!({ "run": n, "params": p })) }
+        });
+        r.register("pay", MethodSpec::command().params_schema(schema), handler).unwrap();
+        Dispatcher::new(r, DispatcherConfig::default())
+    }
+
+    /// The body, the idempotency status and the key of one call of `pay`.
+    async fn pay(
+        d: &Dispatcher,
+        params: &str,
+        meta: &RequestMeta,
+    ) -> (String, Option<String>, Option<String>) {
+        let body = format!(r#"{{"jsonrpc":"2.0","method":"pay","params":{params},"id":1}}"#);
+        let reply = d.handle(body.as_bytes(), meta).await;
+        let info = reply.idempotency;
+        (
+            String::from_utf8(reply.body.unwrap()).unwrap(),
+            info.as_ref().map(|i| i.status.as_str().to_owned()),
+            info.map(|i| i.key.to_string()),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_retry_of_the_same_bytes_is_answered_from_the_memo_as_the_full_path_answers() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let d = dispatcher(runs.clone());
+        let meta = RequestMeta::default();
+        let params = r#"{"amount":5,"idempotency_key":"pay-1"}"#;
+        let first = pay(&d, params, &meta).await;
+        assert_eq!(first.1.as_deref(), Some("new"), "{first:?}");
+        assert_eq!(d.memo.len(), 0, "a new key is not kept");
+        let second = pay(&d, params, &meta).await;
+        assert_eq!((d.memo.len(), d.memo.hits()), (1, 0), "the first duplicate is kept");
+        let third = pay(&d, params, &meta).await;
+        assert_eq!(d.memo.hits(), 1, "the second duplicate is answered from the memo");
+        for again in [&second, &third] {
+            assert_eq!(again.0, first.0, "the stored answer, byte for byte");
+            assert_eq!((again.1.as_deref(), again.2.as_deref()), (Some("duplicate"), Some("pay-1")));
+        }
+        // The same bytes under another tenant: that tenant's own record.
+        let other = RequestMeta { tenant: Arc::from("other"), ..RequestMeta::default() };
+        assert_eq!(pay(&d, params, &other).await.1.as_deref(), Some("new"));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn what_the_memo_does_not_answer() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let d = dispatcher(runs.clone());
+        let meta = RequestMeta::default();
+        let params = r#"{"amount":5,"idempotency_key":"pay-2"}"#;
+        for _ in 0..3 {
+            pay(&d, params, &meta).await;
+        }
+        let hits = d.memo.hits();
+        assert_eq!(hits, 1);
+        // A transport key that differs from the params' one: -32602, as on the full path.
+        let header = RequestMeta { idempotency_key: Some(Arc::from("pay-3")), ..RequestMeta::default() };
+        let (body, ..) = pay(&d, params, &header).await;
+        assert!(body.contains("-32602"), "{body}");
+        // A transport force retry of a success: refused.
+        let force = RequestMeta { force_retry: true, ..RequestMeta::default() };
+        let (body, ..) = pay(&d, params, &force).await;
+        assert!(body.contains("-32003"), "{body}");
+        // Other bytes, the same canonical params: the full path, a duplicate.
+        let spaced = r#"{ "amount": 5, "idempotency_key": "pay-2" }"#;
+        assert_eq!(pay(&d, spaced, &meta).await.1.as_deref(), Some("duplicate"));
+        // The same key with other params: reused (-32002).
+        let (body, ..) = pay(&d, r#"{"amount":6,"idempotency_key":"pay-2"}"#, &meta).await;
+        assert!(body.contains("-32002"), "{body}");
+        // Params the schema refuses are refused every time (never kept).
+        let bad = r#"{"amount":"five","idempotency_key":"pay-4"}"#;
+        for _ in 0..3 {
+            let (body, ..) = pay(&d, bad, &meta).await;
+            assert!(body.contains("-32602") && body.contains("/amount"), "{body}");
+        }
+        assert_eq!(d.memo.hits(), hits, "none of these was answered from the memo");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn answers_only_the_same_method_and_the_same_bytes() {
+        let memo = PreparedMemo::default();
+        let (m, k, f) = (Arc::from("pay"), Arc::from("k-1"), Arc::from("f1"));
+        memo.insert(&m, r#"{"a":1,"idempotency_key":"k-1"}"#, &k, &f);
+        let hit = memo.get("pay", r#"{"a":1,"idempotency_key":"k-1"}"#);
+        assert_eq!(hit.map(|(k, f)| (k.to_string(), f.to_string())), Some(("k-1".into(), "f1".into())));
+        assert!(memo.get("refund", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("pay", r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
+    }
+
+    #[test]
+    fn stays_within_its_bounds() {
+        let memo = PreparedMemo::default();
+        let (m, f) = (Arc::from("pay"), Arc::from("f"));
+        let long = format!(r#"{{"note":"{}","idempotency_key":"k-1"}}"#, "x".repeat(MAX_TEXT));
+        memo.insert(&m, &long, &Arc::from("k-1"), &f);
+        assert!(memo.get("pay", &long).is_none(), "a text past MAX_TEXT is not kept");
+        for i in 0..CAPACITY * 3 {
+            let text = format!(r#"{{"idempotency_key":"k-{i}"}}"#);
+            memo.insert(&m, &text, &Arc::from(format!("k-{i}")), &f);
+            assert!(memo.len() <= CAPACITY, "{} entries after {i} inserts", memo.len());
+        }
+        let last = format!(r#"{{"idempotency_key":"k-{}"}}"#, CAPACITY * 3 - 1);
+        assert!(memo.get("pay", &last).is_some(), "the newest entry is kept");
+    }
+}
