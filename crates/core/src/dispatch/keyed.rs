@@ -10,6 +10,7 @@ use tracing::Instrument;
 use super::Dispatcher;
 use super::batch::{BatchLocal, Shared};
 use super::handler::run_handler;
+use super::memo::KeyFrom;
 use super::prepare::Keyed;
 use crate::execution::{Acquired, Settled, in_progress, lease_for};
 use crate::method::{Context, IdempotencyStatus, Method};
@@ -114,12 +115,13 @@ impl Dispatcher {
         let record_key =
             RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
         if let Some(known) = self.exec.known(&record_key, &keyed.fingerprint, keyed.force_retry) {
-            if keyed.memoizable
+            if let Some(from) = keyed.memo
                 && matches!(known, Claim::Done(..))
                 && let Some(text) = params
             {
                 // A retry: the next one with these bytes skips `prepare`'s walk and schema.
-                self.memo.insert(&method.name, text.get(), &keyed.key, &keyed.fingerprint);
+                let own = (from == KeyFrom::Params).then_some(&keyed.key);
+                self.memo.insert(&method.name, text.get(), own, &keyed.fingerprint);
             }
             return answer(known);
         }

@@ -4,12 +4,14 @@
 //! beyond a query, docs/BENCHMARKS.md).
 //!
 //! Why it answers what `prepare` would: for the calls it serves (a command whose key is the
-//! params' `idempotency_key`, no transport key, no force retry, no `key_from`,
-//! `fingerprint_from` or `return_step`), `prepare`'s result is a function of the method and
-//! the params text alone — the walk, the schema and the key rules read nothing else — and a
-//! method's spec and schema do not change while its dispatcher lives. An entry is written only
-//! for text that passed all of them. A text that differs by one byte (whitespace, member
-//! order) is a miss and takes the full path.
+//! params' `idempotency_key` or the transport's key, no force retry, no `key_from`,
+//! `fingerprint_from` or `return_step`), `prepare`'s result is a function of the method, the
+//! params text and the transport key alone — the walk, the schema and the key rules read
+//! nothing else — and a method's spec and schema do not change while its dispatcher lives. An
+//! entry is written only for text that passed all of them, and keeps the params' own key (or
+//! none), so a transport key is checked against it as the full path would, or, when the params
+//! have none, checked by the key rules on every call. A text that differs by one byte
+//! (whitespace, member order) is a miss and takes the full path.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -26,8 +28,16 @@ const SHARDS: usize = 8;
 struct Entry {
     method: Arc<str>,
     text: Box<str>,
-    key: Arc<str>,
+    /// The params' `idempotency_key`, if they have one.
+    key: Option<Arc<str>>,
     fingerprint: Arc<str>,
+}
+
+/// Where the key of a call `prepare` may keep came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyFrom {
+    Params,
+    Transport,
 }
 
 /// Bounded and sharded; a full shard is cleared (a miss only costs the full path once more).
@@ -55,21 +65,24 @@ impl PreparedMemo {
         (hash, &self.shards[(hash as usize) % SHARDS])
     }
 
-    /// The key and fingerprint `prepare` found for `text` as `method`'s params.
-    pub(crate) fn get(&self, method: &str, text: &str) -> Option<(Arc<str>, Arc<str>)> {
+    /// The params' own key (if any) and the fingerprint `prepare` found for `text` as
+    /// `method`'s params.
+    pub(crate) fn get(&self, method: &str, text: &str) -> Option<(Option<Arc<str>>, Arc<str>)> {
         let (hash, shard) = self.slot(method, text);
         let map = shard.lock().ok()?;
         let e = map.get(&hash)?;
-        if *e.method != *method || *e.text != *text {
-            return None;
-        }
-        #[cfg(test)]
-        self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some((e.key.clone(), e.fingerprint.clone()))
+        (*e.method == *method && *e.text == *text).then(|| (e.key.clone(), e.fingerprint.clone()))
     }
 
-    /// Keep what `prepare` found for `text` (not kept past [`MAX_TEXT`]).
-    pub(crate) fn insert(&self, method: &Arc<str>, text: &str, key: &Arc<str>, fingerprint: &Arc<str>) {
+    /// Keep what `prepare` found for `text` (not kept past [`MAX_TEXT`]); `key`: the params'
+    /// own key, if they have one.
+    pub(crate) fn insert(
+        &self,
+        method: &Arc<str>,
+        text: &str,
+        key: Option<&Arc<str>>,
+        fingerprint: &Arc<str>,
+    ) {
         if text.len() > MAX_TEXT {
             return;
         }
@@ -81,7 +94,7 @@ impl PreparedMemo {
         let entry = Entry {
             method: method.clone(),
             text: text.into(),
-            key: key.clone(),
+            key: key.cloned(),
             fingerprint: fingerprint.clone(),
         };
         map.insert(hash, entry);
@@ -90,6 +103,12 @@ impl PreparedMemo {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().map_or(0, |m| m.len())).sum()
+    }
+
+    /// A call answered from the memo (counted for the tests).
+    #[cfg(test)]
+    pub(crate) fn count_hit(&self) {
+        self.hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     #[cfg(test)]
@@ -161,6 +180,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_transport_key_is_checked_on_every_retry() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let d = dispatcher(runs.clone());
+        let params = r#"{"amount":7}"#;
+        let header =
+            |key: &str| RequestMeta { idempotency_key: Some(Arc::from(key)), ..RequestMeta::default() };
+        let first = pay(&d, params, &header("hdr-1")).await;
+        for _ in 0..3 {
+            let again = pay(&d, params, &header("hdr-1")).await;
+            assert_eq!(again.0, first.0);
+            assert_eq!((again.1.as_deref(), again.2.as_deref()), (Some("duplicate"), Some("hdr-1")));
+        }
+        assert_eq!(d.memo.hits(), 2, "the second and third duplicates");
+        // The same bytes under another key: that key's own record, not the memo's key.
+        let other = pay(&d, params, &header("hdr-2")).await;
+        assert_eq!((other.1.as_deref(), other.2.as_deref()), (Some("new"), Some("hdr-2")));
+        // A key the rules refuse, and none at all: refused as on the full path.
+        let (body, ..) = pay(&d, params, &header("a b")).await;
+        assert!(body.contains("-32602"), "{body}");
+        // (In dev mode, the dispatcher's default, a command without a key runs undeduplicated.)
+        let keyless = pay(&d, params, &RequestMeta::default()).await;
+        assert_eq!((&keyless.1, &keyless.2), (&None, &None), "{keyless:?}");
+        // The params' own key agreeing with the transport's: one request.
+        let both = r#"{"amount":8,"idempotency_key":"hdr-3"}"#;
+        for _ in 0..3 {
+            pay(&d, both, &header("hdr-3")).await;
+        }
+        let (body, ..) = pay(&d, both, &header("hdr-4")).await;
+        assert!(body.contains("-32602"), "the params' key and another transport key: {body}");
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
     async fn what_the_memo_does_not_answer() {
         let runs = Arc::new(AtomicUsize::new(0));
         let d = dispatcher(runs.clone());
@@ -199,9 +251,12 @@ mod tests {
     fn answers_only_the_same_method_and_the_same_bytes() {
         let memo = PreparedMemo::default();
         let (m, k, f) = (Arc::from("pay"), Arc::from("k-1"), Arc::from("f1"));
-        memo.insert(&m, r#"{"a":1,"idempotency_key":"k-1"}"#, &k, &f);
+        memo.insert(&m, r#"{"a":1,"idempotency_key":"k-1"}"#, Some(&k), &f);
         let hit = memo.get("pay", r#"{"a":1,"idempotency_key":"k-1"}"#);
-        assert_eq!(hit.map(|(k, f)| (k.to_string(), f.to_string())), Some(("k-1".into(), "f1".into())));
+        assert_eq!(
+            hit.map(|(k, f)| (k.as_deref().map(str::to_owned), f.to_string())),
+            Some((Some("k-1".into()), "f1".into()))
+        );
         assert!(memo.get("refund", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
         assert!(memo.get("pay", r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
     }
@@ -211,11 +266,11 @@ mod tests {
         let memo = PreparedMemo::default();
         let (m, f) = (Arc::from("pay"), Arc::from("f"));
         let long = format!(r#"{{"note":"{}","idempotency_key":"k-1"}}"#, "x".repeat(MAX_TEXT));
-        memo.insert(&m, &long, &Arc::from("k-1"), &f);
+        memo.insert(&m, &long, Some(&Arc::from("k-1")), &f);
         assert!(memo.get("pay", &long).is_none(), "a text past MAX_TEXT is not kept");
         for i in 0..CAPACITY * 3 {
             let text = format!(r#"{{"idempotency_key":"k-{i}"}}"#);
-            memo.insert(&m, &text, &Arc::from(format!("k-{i}")), &f);
+            memo.insert(&m, &text, Some(&Arc::from(format!("k-{i}"))), &f);
             assert!(memo.len() <= CAPACITY, "{} entries after {i} inserts", memo.len());
         }
         let last = format!(r#"{{"idempotency_key":"k-{}"}}"#, CAPACITY * 3 - 1);

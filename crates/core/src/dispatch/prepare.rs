@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 
+use super::memo::KeyFrom;
 use super::{Dispatcher, RequestMeta};
 use crate::derived::{self, KeyOrigin};
 use crate::idempotency::{self, Mode};
@@ -28,8 +29,8 @@ pub(crate) struct Keyed {
     /// when its record exists with the same fingerprint.
     pub previous: Option<Arc<str>>,
     /// What `prepare` found may be kept for byte-identical retries (`memo.rs`): it read
-    /// nothing but the method and the params text.
-    pub memoizable: bool,
+    /// nothing but the method, the params text and the transport key (and where the key was).
+    pub memo: Option<KeyFrom>,
 }
 
 impl Dispatcher {
@@ -76,15 +77,24 @@ impl Dispatcher {
         // below found for these bytes (`memo.rs` says why it is the same).
         let memoizable = guarded
             && !async_event
-            && meta.idempotency_key.is_none()
             && !meta.force_retry
             && meta.return_step.is_none()
             && method.spec.key_from.is_none()
             && method.spec.fingerprint_from.is_none();
         if memoizable
             && let Some(text) = params
-            && let Some((key, fingerprint)) = self.memo.get(&method.name, text.get())
+            && let Some((own, fingerprint)) = self.memo.get(&method.name, text.get())
+            // The key as the full path resolves it; anything else (two keys that differ, a
+            // transport key the rules refuse) takes the full path to its error.
+            && let Some(key) = match (own, &meta.idempotency_key) {
+                (Some(own), None) => Some(own),
+                (Some(own), Some(given)) => (own == *given).then_some(own),
+                (None, Some(given)) => idempotency::validate_key(given).is_ok().then(|| given.clone()),
+                (None, None) => None,
+            }
         {
+            #[cfg(test)]
+            self.memo.count_hit();
             ctx.idempotency_key = Some(key.clone());
             let keyed = Keyed {
                 synthetic: false,
@@ -93,7 +103,7 @@ impl Dispatcher {
                 fingerprint,
                 force_retry: false,
                 previous: None,
-                memoizable: false,
+                memo: None,
             };
             return Ok(Prepared { ctx, keyed: Some(keyed) });
         }
@@ -111,8 +121,13 @@ impl Dispatcher {
         let Some(command) = command else { return Ok(Prepared { ctx, keyed: None }) };
         let mut synthetic = false;
         let mut origin = KeyOrigin::Client;
-        // Kept only for a key the params gave and no force retry (the memo's entries have neither).
-        let memoizable = memoizable && command.key.is_some() && !command.force_retry;
+        // Kept only for an explicit key and no force retry (the memo's entries have neither).
+        let memo = match (&command.key, &meta.idempotency_key) {
+            _ if !memoizable || command.force_retry => None,
+            (Some(_), _) => Some(KeyFrom::Params),
+            (None, Some(_)) => Some(KeyFrom::Transport),
+            (None, None) => None,
+        };
         let explicit = idempotency::resolve_key(command.key, meta.idempotency_key.as_ref())?;
         if let Some(key) = &explicit {
             idempotency::validate_key(key)?;
@@ -159,7 +174,7 @@ impl Dispatcher {
         let force_retry = command.force_retry || meta.force_retry;
         Ok(Prepared {
             ctx,
-            keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry, previous, memoizable }),
+            keyed: Some(Keyed { synthetic, origin, key, fingerprint, force_retry, previous, memo }),
         })
     }
 }
