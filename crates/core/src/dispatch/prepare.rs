@@ -191,6 +191,10 @@ pub use crate::canonical::RESERVED_PARAMS;
 
 /// Validate params (reserved members already removed) against the method's JSON Schema.
 fn validate_schema(validator: &jsonschema::Validator, value: &serde_json::Value) -> Result<(), RpcError> {
+    // Valid params, the common case, are checked without building an error iterator.
+    if validator.is_valid(value) {
+        return Ok(());
+    }
     match validator.iter_errors(value).next() {
         None => Ok(()),
         Some(err) => {
