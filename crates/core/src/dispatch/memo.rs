@@ -12,6 +12,10 @@
 //! none), so a transport key is checked against it as the full path would, or, when the params
 //! have none, checked by the key rules on every call. A text that differs by one byte
 //! (whitespace, member order) is a miss and takes the full path.
+//!
+//! Entries are kept per tenant although the result does not depend on it: an answer from the
+//! memo is a little faster, and one tenant must not be able to time whether another retried
+//! the same params.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -26,6 +30,7 @@ pub(crate) const CAPACITY: usize = 4096;
 const SHARDS: usize = 8;
 
 struct Entry {
+    tenant: Arc<str>,
     method: Arc<str>,
     text: Box<str>,
     /// The params' `idempotency_key`, if they have one.
@@ -60,24 +65,31 @@ impl Default for PreparedMemo {
 }
 
 impl PreparedMemo {
-    fn slot(&self, method: &str, text: &str) -> (u64, &Mutex<HashMap<u64, Entry, RandomState>>) {
-        let hash = self.hasher.hash_one((method, text));
+    fn slot(
+        &self,
+        tenant: &str,
+        method: &str,
+        text: &str,
+    ) -> (u64, &Mutex<HashMap<u64, Entry, RandomState>>) {
+        let hash = self.hasher.hash_one((tenant, method, text));
         (hash, &self.shards[(hash as usize) % SHARDS])
     }
 
     /// The params' own key (if any) and the fingerprint `prepare` found for `text` as
-    /// `method`'s params.
-    pub(crate) fn get(&self, method: &str, text: &str) -> Option<(Option<Arc<str>>, Arc<str>)> {
-        let (hash, shard) = self.slot(method, text);
+    /// `method`'s params, in a call of `tenant`'s.
+    pub(crate) fn get(&self, tenant: &str, method: &str, text: &str) -> Option<(Option<Arc<str>>, Arc<str>)> {
+        let (hash, shard) = self.slot(tenant, method, text);
         let map = shard.lock().ok()?;
         let e = map.get(&hash)?;
-        (*e.method == *method && *e.text == *text).then(|| (e.key.clone(), e.fingerprint.clone()))
+        (*e.text == *text && *e.method == *method && *e.tenant == *tenant)
+            .then(|| (e.key.clone(), e.fingerprint.clone()))
     }
 
     /// Keep what `prepare` found for `text` (not kept past [`MAX_TEXT`]); `key`: the params'
     /// own key, if they have one.
     pub(crate) fn insert(
         &self,
+        tenant: &Arc<str>,
         method: &Arc<str>,
         text: &str,
         key: Option<&Arc<str>>,
@@ -86,12 +98,13 @@ impl PreparedMemo {
         if text.len() > MAX_TEXT {
             return;
         }
-        let (hash, shard) = self.slot(method, text);
+        let (hash, shard) = self.slot(tenant, method, text);
         let Ok(mut map) = shard.lock() else { return };
         if map.len() >= CAPACITY / SHARDS && !map.contains_key(&hash) {
             map.clear();
         }
         let entry = Entry {
+            tenant: tenant.clone(),
             method: method.clone(),
             text: text.into(),
             key: key.cloned(),
@@ -173,9 +186,13 @@ mod tests {
             assert_eq!(again.0, first.0, "the stored answer, byte for byte");
             assert_eq!((again.1.as_deref(), again.2.as_deref()), (Some("duplicate"), Some("pay-1")));
         }
-        // The same bytes under another tenant: that tenant's own record.
+        // The same bytes under another tenant: that tenant's own record, and its own memo.
         let other = RequestMeta { tenant: Arc::from("other"), ..RequestMeta::default() };
         assert_eq!(pay(&d, params, &other).await.1.as_deref(), Some("new"));
+        assert_eq!(pay(&d, params, &other).await.1.as_deref(), Some("duplicate"));
+        assert_eq!(d.memo.hits(), 1, "another tenant's retry is not answered from this one's entry");
+        assert_eq!(pay(&d, params, &other).await.1.as_deref(), Some("duplicate"));
+        assert_eq!(d.memo.hits(), 2);
         assert_eq!(runs.load(Ordering::SeqCst), 2);
     }
 
@@ -250,30 +267,31 @@ mod tests {
     #[test]
     fn answers_only_the_same_method_and_the_same_bytes() {
         let memo = PreparedMemo::default();
-        let (m, k, f) = (Arc::from("pay"), Arc::from("k-1"), Arc::from("f1"));
-        memo.insert(&m, r#"{"a":1,"idempotency_key":"k-1"}"#, Some(&k), &f);
-        let hit = memo.get("pay", r#"{"a":1,"idempotency_key":"k-1"}"#);
+        let (t, m, k, f) = (Arc::from("t1"), Arc::from("pay"), Arc::from("k-1"), Arc::from("f1"));
+        memo.insert(&t, &m, r#"{"a":1,"idempotency_key":"k-1"}"#, Some(&k), &f);
+        let hit = memo.get("t1", "pay", r#"{"a":1,"idempotency_key":"k-1"}"#);
         assert_eq!(
             hit.map(|(k, f)| (k.as_deref().map(str::to_owned), f.to_string())),
             Some((Some("k-1".into()), "f1".into()))
         );
-        assert!(memo.get("refund", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
-        assert!(memo.get("pay", r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t1", "refund", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t1", "pay", r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t2", "pay", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
     }
 
     #[test]
     fn stays_within_its_bounds() {
         let memo = PreparedMemo::default();
-        let (m, f) = (Arc::from("pay"), Arc::from("f"));
+        let (t, m, f) = (Arc::from("t1"), Arc::from("pay"), Arc::from("f"));
         let long = format!(r#"{{"note":"{}","idempotency_key":"k-1"}}"#, "x".repeat(MAX_TEXT));
-        memo.insert(&m, &long, Some(&Arc::from("k-1")), &f);
-        assert!(memo.get("pay", &long).is_none(), "a text past MAX_TEXT is not kept");
+        memo.insert(&t, &m, &long, Some(&Arc::from("k-1")), &f);
+        assert!(memo.get("t1", "pay", &long).is_none(), "a text past MAX_TEXT is not kept");
         for i in 0..CAPACITY * 3 {
             let text = format!(r#"{{"idempotency_key":"k-{i}"}}"#);
-            memo.insert(&m, &text, Some(&Arc::from(format!("k-{i}"))), &f);
+            memo.insert(&t, &m, &text, Some(&Arc::from(format!("k-{i}"))), &f);
             assert!(memo.len() <= CAPACITY, "{} entries after {i} inserts", memo.len());
         }
         let last = format!(r#"{{"idempotency_key":"k-{}"}}"#, CAPACITY * 3 - 1);
-        assert!(memo.get("pay", &last).is_some(), "the newest entry is kept");
+        assert!(memo.get("t1", "pay", &last).is_some(), "the newest entry is kept");
     }
 }
