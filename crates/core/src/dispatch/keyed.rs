@@ -121,7 +121,7 @@ impl Dispatcher {
             {
                 // A retry: the next one with these bytes skips `prepare`'s walk and schema.
                 let own = (from == KeyFrom::Params).then_some(&keyed.key);
-                self.memo.insert(&record_key.tenant, &method.name, text.get(), own, &keyed.fingerprint);
+                self.memo.insert(&record_key.tenant, method, text.get(), own, &keyed.fingerprint);
             }
             return answer(known);
         }

@@ -7,7 +7,9 @@
 //! params' `idempotency_key` or the transport's key, no force retry, no `key_from`,
 //! `fingerprint_from` or `return_step`), `prepare`'s result is a function of the method, the
 //! params text and the transport key alone — the walk, the schema and the key rules read
-//! nothing else — and a method's spec and schema do not change while its dispatcher lives. An
+//! nothing else — and a method's spec and schema never change: an entry is for one `Method`
+//! (compared by identity, and held, so its address is not reused), and an external method that
+//! comes back with another schema (an MCP upstream's tool) is another `Method`. An
 //! entry is written only for text that passed all of them, and keeps the params' own key (or
 //! none), so a transport key is checked against it as the full path would, or, when the params
 //! have none, checked by the key rules on every call. A text that differs by one byte
@@ -23,6 +25,8 @@ use std::sync::{Arc, Mutex};
 
 use foldhash::fast::RandomState;
 
+use crate::method::Method;
+
 /// Params texts longer than this are not kept (bounds the memory: [`CAPACITY`] × this).
 pub(crate) const MAX_TEXT: usize = 1024;
 /// Entries kept, over all shards.
@@ -31,7 +35,7 @@ const SHARDS: usize = 8;
 
 struct Entry {
     tenant: Arc<str>,
-    method: Arc<str>,
+    method: Arc<Method>,
     text: Box<str>,
     /// The params' `idempotency_key`, if they have one.
     key: Option<Arc<str>>,
@@ -68,20 +72,25 @@ impl PreparedMemo {
     fn slot(
         &self,
         tenant: &str,
-        method: &str,
+        method: &Method,
         text: &str,
     ) -> (u64, &Mutex<HashMap<u64, Entry, RandomState>>) {
-        let hash = self.hasher.hash_one((tenant, method, text));
+        let hash = self.hasher.hash_one((tenant, std::ptr::from_ref(method) as usize, text));
         (hash, &self.shards[(hash as usize) % SHARDS])
     }
 
     /// The params' own key (if any) and the fingerprint `prepare` found for `text` as
     /// `method`'s params, in a call of `tenant`'s.
-    pub(crate) fn get(&self, tenant: &str, method: &str, text: &str) -> Option<(Option<Arc<str>>, Arc<str>)> {
+    pub(crate) fn get(
+        &self,
+        tenant: &str,
+        method: &Method,
+        text: &str,
+    ) -> Option<(Option<Arc<str>>, Arc<str>)> {
         let (hash, shard) = self.slot(tenant, method, text);
         let map = shard.lock().ok()?;
         let e = map.get(&hash)?;
-        (*e.text == *text && *e.method == *method && *e.tenant == *tenant)
+        (*e.text == *text && std::ptr::eq(Arc::as_ptr(&e.method), method) && *e.tenant == *tenant)
             .then(|| (e.key.clone(), e.fingerprint.clone()))
     }
 
@@ -90,7 +99,7 @@ impl PreparedMemo {
     pub(crate) fn insert(
         &self,
         tenant: &Arc<str>,
-        method: &Arc<str>,
+        method: &Arc<Method>,
         text: &str,
         key: Option<&Arc<str>>,
         fingerprint: &Arc<str>,
@@ -133,6 +142,8 @@ impl PreparedMemo {
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use oncerpc_protocol::RawValue;
 
     use super::*;
     use crate::{Dispatcher, DispatcherConfig, MethodSpec, Registry, RequestMeta, typed};
@@ -264,34 +275,78 @@ mod tests {
         assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 
+    /// Two methods, `pay` and `refund`, as the memo sees them.
+    fn methods() -> (Arc<Method>, Arc<Method>) {
+        let d = dispatcher(Arc::default());
+        let mut r = Registry::new();
+        r.register("refund", MethodSpec::command(), typed(|_ctx, _p: serde_json::Value| async { Ok(1) }))
+            .unwrap();
+        let refund = Dispatcher::new(r, DispatcherConfig::default()).registry.get("refund").unwrap().clone();
+        (d.registry.get("pay").unwrap().clone(), refund)
+    }
+
+    /// An external method that comes back under the same name with another schema (an MCP
+    /// upstream's tool after `list_changed`) is checked against the new schema.
+    #[tokio::test]
+    async fn a_method_that_changed_is_not_answered_from_the_old_ones_entries() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let d = dispatcher(runs.clone());
+        let external = |schema: serde_json::Value| {
+            let runs = runs.clone();
+            let handler = typed(move |_ctx, _p: serde_json::Value| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, oncerpc_protocol::RpcError>(1) }
+            });
+            d.external_method("ext", MethodSpec::command().params_schema(schema), Arc::new(handler)).unwrap()
+        };
+        let meta = RequestMeta::default();
+        let params = RawValue::from_string(r#"{"n":1,"idempotency_key":"ext-1"}"#.into()).unwrap();
+        let before = external(serde_json::json!({ "type": "object" }));
+        for status in ["new", "duplicate", "duplicate"] {
+            let (_, info, _) = d.call_external(&before, Some(&params), &meta).await;
+            assert_eq!(info.map(|i| i.status.as_str()), Some(status));
+        }
+        assert_eq!(d.memo.hits(), 1);
+        let after = external(serde_json::json!({
+            "type": "object", "properties": { "n": { "type": "string" } }
+        }));
+        let (outcome, ..) = d.call_external(&after, Some(&params), &meta).await;
+        let oncerpc_protocol::Outcome::Error(e) = outcome else { panic!("the new schema refuses n: 1") };
+        assert!(e.code.code() == -32602 && e.message.contains("/n"), "{e:?}");
+        assert_eq!(d.memo.hits(), 1, "the new method took the full path");
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+    }
+
     #[test]
     fn answers_only_the_same_method_and_the_same_bytes() {
         let memo = PreparedMemo::default();
-        let (t, m, k, f) = (Arc::from("t1"), Arc::from("pay"), Arc::from("k-1"), Arc::from("f1"));
-        memo.insert(&t, &m, r#"{"a":1,"idempotency_key":"k-1"}"#, Some(&k), &f);
-        let hit = memo.get("t1", "pay", r#"{"a":1,"idempotency_key":"k-1"}"#);
+        let (pay, refund) = methods();
+        let (t, k, f) = (Arc::from("t1"), Arc::from("k-1"), Arc::from("f1"));
+        memo.insert(&t, &pay, r#"{"a":1,"idempotency_key":"k-1"}"#, Some(&k), &f);
+        let hit = memo.get("t1", &pay, r#"{"a":1,"idempotency_key":"k-1"}"#);
         assert_eq!(
             hit.map(|(k, f)| (k.as_deref().map(str::to_owned), f.to_string())),
             Some((Some("k-1".into()), "f1".into()))
         );
-        assert!(memo.get("t1", "refund", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
-        assert!(memo.get("t1", "pay", r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
-        assert!(memo.get("t2", "pay", r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t1", &refund, r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t1", &pay, r#"{"a": 1,"idempotency_key":"k-1"}"#).is_none());
+        assert!(memo.get("t2", &pay, r#"{"a":1,"idempotency_key":"k-1"}"#).is_none());
     }
 
     #[test]
     fn stays_within_its_bounds() {
         let memo = PreparedMemo::default();
-        let (t, m, f) = (Arc::from("t1"), Arc::from("pay"), Arc::from("f"));
+        let (m, _) = methods();
+        let (t, f) = (Arc::from("t1"), Arc::from("f"));
         let long = format!(r#"{{"note":"{}","idempotency_key":"k-1"}}"#, "x".repeat(MAX_TEXT));
         memo.insert(&t, &m, &long, Some(&Arc::from("k-1")), &f);
-        assert!(memo.get("t1", "pay", &long).is_none(), "a text past MAX_TEXT is not kept");
+        assert!(memo.get("t1", &m, &long).is_none(), "a text past MAX_TEXT is not kept");
         for i in 0..CAPACITY * 3 {
             let text = format!(r#"{{"idempotency_key":"k-{i}"}}"#);
             memo.insert(&t, &m, &text, Some(&Arc::from(format!("k-{i}"))), &f);
             assert!(memo.len() <= CAPACITY, "{} entries after {i} inserts", memo.len());
         }
         let last = format!(r#"{{"idempotency_key":"k-{}"}}"#, CAPACITY * 3 - 1);
-        assert!(memo.get("t1", "pay", &last).is_some(), "the newest entry is kept");
+        assert!(memo.get("t1", &m, &last).is_some(), "the newest entry is kept");
     }
 }

@@ -83,7 +83,7 @@ impl Dispatcher {
             && method.spec.fingerprint_from.is_none();
         if memoizable
             && let Some(text) = params
-            && let Some((own, fingerprint)) = self.memo.get(&meta.tenant, &method.name, text.get())
+            && let Some((own, fingerprint)) = self.memo.get(&meta.tenant, method, text.get())
             // The key as the full path resolves it; anything else (two keys that differ, a
             // transport key the rules refuse) takes the full path to its error.
             && let Some(key) = match (own, &meta.idempotency_key) {
