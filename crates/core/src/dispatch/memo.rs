@@ -8,8 +8,9 @@
 //! `fingerprint_from` or `return_step`), `prepare`'s result is a function of the method, the
 //! params text and the transport key alone — the walk, the schema and the key rules read
 //! nothing else — and a method's spec and schema never change: an entry is for one `Method`
-//! (compared by identity, and held, so its address is not reused), and an external method that
-//! comes back with another schema (an MCP upstream's tool) is another `Method`. An
+//! (compared by identity; the entry's weak reference keeps its allocation, so the address is
+//! not reused, but not its handler), and an external method that comes back with another
+//! schema (an MCP upstream's tool) is another `Method`. An
 //! entry is written only for text that passed all of them, and keeps the params' own key (or
 //! none), so a transport key is checked against it as the full path would, or, when the params
 //! have none, checked by the key rules on every call. A text that differs by one byte
@@ -21,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use foldhash::fast::RandomState;
 
@@ -35,7 +36,7 @@ const SHARDS: usize = 8;
 
 struct Entry {
     tenant: Arc<str>,
-    method: Arc<Method>,
+    method: Weak<Method>,
     text: Box<str>,
     /// The params' `idempotency_key`, if they have one.
     key: Option<Arc<str>>,
@@ -90,7 +91,7 @@ impl PreparedMemo {
         let (hash, shard) = self.slot(tenant, method, text);
         let map = shard.lock().ok()?;
         let e = map.get(&hash)?;
-        (*e.text == *text && std::ptr::eq(Arc::as_ptr(&e.method), method) && *e.tenant == *tenant)
+        (*e.text == *text && std::ptr::eq(e.method.as_ptr(), method) && *e.tenant == *tenant)
             .then(|| (e.key.clone(), e.fingerprint.clone()))
     }
 
@@ -114,7 +115,7 @@ impl PreparedMemo {
         }
         let entry = Entry {
             tenant: tenant.clone(),
-            method: method.clone(),
+            method: Arc::downgrade(method),
             text: text.into(),
             key: key.cloned(),
             fingerprint: fingerprint.clone(),
@@ -291,9 +292,11 @@ mod tests {
     async fn a_method_that_changed_is_not_answered_from_the_old_ones_entries() {
         let runs = Arc::new(AtomicUsize::new(0));
         let d = dispatcher(runs.clone());
-        let external = |schema: serde_json::Value| {
+        // Each handler holds a token, to tell when the method's handler is gone.
+        let external = |schema: serde_json::Value, token: Arc<()>| {
             let runs = runs.clone();
             let handler = typed(move |_ctx, _p: serde_json::Value| {
+                let _held = &token;
                 runs.fetch_add(1, Ordering::SeqCst);
                 async { Ok::<_, oncerpc_protocol::RpcError>(1) }
             });
@@ -301,20 +304,27 @@ mod tests {
         };
         let meta = RequestMeta::default();
         let params = RawValue::from_string(r#"{"n":1,"idempotency_key":"ext-1"}"#.into()).unwrap();
-        let before = external(serde_json::json!({ "type": "object" }));
+        let token = Arc::new(());
+        let before_alive = Arc::downgrade(&token);
+        let before = external(serde_json::json!({ "type": "object" }), token);
         for status in ["new", "duplicate", "duplicate"] {
             let (_, info, _) = d.call_external(&before, Some(&params), &meta).await;
             assert_eq!(info.map(|i| i.status.as_str()), Some(status));
         }
         assert_eq!(d.memo.hits(), 1);
-        let after = external(serde_json::json!({
-            "type": "object", "properties": { "n": { "type": "string" } }
-        }));
+        let after = external(
+            serde_json::json!({ "type": "object", "properties": { "n": { "type": "string" } } }),
+            Arc::new(()),
+        );
         let (outcome, ..) = d.call_external(&after, Some(&params), &meta).await;
         let oncerpc_protocol::Outcome::Error(e) = outcome else { panic!("the new schema refuses n: 1") };
         assert!(e.code.code() == -32602 && e.message.contains("/n"), "{e:?}");
         assert_eq!(d.memo.hits(), 1, "the new method took the full path");
         assert_eq!(runs.load(Ordering::SeqCst), 1);
+        // The memo's entry for the old method does not keep its handler alive.
+        assert_eq!(d.memo.len(), 1);
+        drop(before);
+        assert!(before_alive.upgrade().is_none(), "the old method's handler was dropped");
     }
 
     #[test]
