@@ -382,40 +382,60 @@ impl Executions {
             return Settled::Released;
         }
         let stored = stored_outcome(outcome);
+        let mut early = Some(early);
+        let mut unrecorded = false;
+        let settled = self
+            .store_outcome(key, token, fingerprint, &stored, &mut unrecorded, |settled| {
+                if let Some(early) = early.take() {
+                    early(outcome, settled);
+                }
+            })
+            .await;
+        if unrecorded && let Ok(mut u) = self.unrecorded.lock() {
+            u.remove(key);
+        }
+        settled
+    }
+
+    /// Keep `stored` for retries reaching this process while its write has not landed (once:
+    /// `kept` says it is).
+    fn keep_unrecorded(&self, kept: &mut bool, key: &RecordKey, fingerprint: &str, stored: &StoredOutcome) {
+        if std::mem::replace(kept, true) {
+            return;
+        }
         if let Ok(mut u) = self.unrecorded.lock() {
             u.insert(
                 key.clone(),
                 Unrecorded { fingerprint: fingerprint.to_owned(), outcome: stored.clone() },
             );
         }
-        let mut early = Some(early);
-        let settled = self
-            .store_outcome(key, token, fingerprint, &stored, |settled| {
-                if let Some(early) = early.take() {
-                    early(outcome, settled);
-                }
-            })
-            .await;
-        if let Ok(mut u) = self.unrecorded.lock() {
-            u.remove(key);
-        }
-        settled
     }
 
-    /// Write an outcome until it lands or the record turns out to be someone else's.
+    /// Write an outcome until it lands or the record turns out to be someone else's. From the
+    /// moment a write has to wait or fails, the outcome is kept for retries (`unrecorded` set):
+    /// a store that answers at once (the memory store) never needs it.
     async fn store_outcome(
         &self,
         key: &RecordKey,
         token: u64,
         fingerprint: &str,
         stored: &StoredOutcome,
+        unrecorded: &mut bool,
         mut after_attempt: impl FnMut(&Settled),
     ) -> Settled {
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0u64;
         let settled = loop {
             {
-                match self.store.complete(key, token, stored, self.ttl).await {
+                let mut write = self.store.complete(key, token, stored, self.ttl);
+                let written = match futures::poll!(write.as_mut()) {
+                    std::task::Poll::Ready(written) => written,
+                    std::task::Poll::Pending => {
+                        self.keep_unrecorded(unrecorded, key, fingerprint, stored);
+                        write.await
+                    }
+                };
+                match written {
                     Ok(true) => {
                         if attempt > 0 {
                             tracing::info!(attempt, "outcome recorded after the store came back");
@@ -437,6 +457,7 @@ impl Executions {
                         break Settled::Fenced(current);
                     }
                     Err(e) => {
+                        self.keep_unrecorded(unrecorded, key, fingerprint, stored);
                         after_attempt(&Settled::Storing);
                         self.metrics.store_error(self.store.name());
                         // Logged on the first attempts, then every tenth: the store may be down

@@ -216,7 +216,11 @@ async fn the_owner_renews_its_lease_while_its_outcome_is_being_written() {
     tokio::time::sleep(LEASE + Duration::from_millis(500)).await;
     let (during, status) = call(&other, "renewed-1", 0).await;
     assert_eq!(status, Some("processing"), "{during}");
+    // A retry reaching the owner meanwhile is answered from the outcome it is still writing.
+    let (mine, status) = call(&owner, "renewed-1", 0).await;
+    assert_eq!(status, Some("duplicate"), "{mine}");
     let (first, _) = owner_call.await.unwrap();
+    assert_eq!(mine, first);
     let (after, status) = call(&other, "renewed-1", 0).await;
     assert_eq!((after.as_str(), status), (first.as_str(), Some("duplicate")));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
