@@ -149,8 +149,10 @@ mod tests {
     use super::*;
     use crate::{Dispatcher, DispatcherConfig, MethodSpec, Registry, RequestMeta, typed};
 
-    /// `pay`, a command with a params schema (`amount`: an integer), counting its runs.
-    fn dispatcher(runs: Arc<AtomicUsize>) -> Dispatcher {
+    /// `pay`, a command with a params schema (`amount`: an integer), and the count of its runs.
+    fn dispatcher() -> (Dispatcher, Arc<AtomicUsize>) {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
         let mut r = Registry::new();
         let schema = serde_json::json!({
             "type": "object",
@@ -158,11 +160,11 @@ mod tests {
             "required": ["amount"]
         });
         let handler = typed(move |_ctx, p: serde_json::Value| {
-            let n = runs.fetch_add(1, Ordering::SeqCst) + 1;
+            let n = counted.fetch_add(1, Ordering::SeqCst) + 1;
             async move { Ok::<_, oncerpc_protocol::RpcError>(serde_json::json!({ "run": n, "params": p })) }
         });
         r.register("pay", MethodSpec::command().params_schema(schema), handler).unwrap();
-        Dispatcher::new(r, DispatcherConfig::default())
+        (Dispatcher::new(r, DispatcherConfig::default()), runs)
     }
 
     /// The body, the idempotency status and the key of one call of `pay`.
@@ -183,8 +185,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_retry_of_the_same_bytes_is_answered_from_the_memo_as_the_full_path_answers() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let d = dispatcher(runs.clone());
+        let (d, runs) = dispatcher();
         let meta = RequestMeta::default();
         let params = r#"{"amount":5,"idempotency_key":"pay-1"}"#;
         let first = pay(&d, params, &meta).await;
@@ -210,8 +211,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_transport_key_is_checked_on_every_retry() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let d = dispatcher(runs.clone());
+        let (d, runs) = dispatcher();
         let params = r#"{"amount":7}"#;
         let header =
             |key: &str| RequestMeta { idempotency_key: Some(Arc::from(key)), ..RequestMeta::default() };
@@ -243,8 +243,7 @@ mod tests {
 
     #[tokio::test]
     async fn what_the_memo_does_not_answer() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let d = dispatcher(runs.clone());
+        let (d, runs) = dispatcher();
         let meta = RequestMeta::default();
         let params = r#"{"amount":5,"idempotency_key":"pay-2"}"#;
         for _ in 0..3 {
@@ -278,7 +277,7 @@ mod tests {
 
     /// Two methods, `pay` and `refund`, as the memo sees them.
     fn methods() -> (Arc<Method>, Arc<Method>) {
-        let d = dispatcher(Arc::default());
+        let (d, _) = dispatcher();
         let mut r = Registry::new();
         r.register("refund", MethodSpec::command(), typed(|_ctx, _p: serde_json::Value| async { Ok(1) }))
             .unwrap();
@@ -290,8 +289,7 @@ mod tests {
     /// upstream's tool after `list_changed`) is checked against the new schema.
     #[tokio::test]
     async fn a_method_that_changed_is_not_answered_from_the_old_ones_entries() {
-        let runs = Arc::new(AtomicUsize::new(0));
-        let d = dispatcher(runs.clone());
+        let (d, runs) = dispatcher();
         // Each handler holds a token, to tell when the method's handler is gone.
         let external = |schema: serde_json::Value, token: Arc<()>| {
             let runs = runs.clone();
