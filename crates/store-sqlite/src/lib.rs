@@ -7,8 +7,9 @@
 //! * **Group commit**: the thread drains every queued operation into one `BEGIN IMMEDIATE`
 //!   transaction and commits once. Under load many operations share a commit; alone, an
 //!   operation commits by itself. On Linux the writer is a `SCHED_BATCH` thread: woken, it
-//!   lets the thread that woke it queue more before it takes a shared core. The operations' clock (`now`) is read once the transaction
-//!   holds the write lock, so a wait for another process's lock never shortens a lease.
+//!   lets the thread that woke it queue more before it takes a shared core. The operations'
+//!   clock (`now`) is read once the transaction holds the write lock, so a wait for another
+//!   process's lock never shortens a lease.
 //! * **Durable against `kill -9` and power loss for everything a client is told**: nothing
 //!   is answered before its transaction committed, and every answer that tells a client
 //!   something a power loss could take back (a stored outcome, a completion, an accepted
