@@ -151,21 +151,27 @@ async fn post_from_page(b: &Client, path: &str, body: &str) -> u64 {
     status.as_u64().unwrap_or_else(|| panic!("fetch failed: {status}"))
 }
 
-/// Submit the login form and wait (bounded) for the answer page: a click does not wait for the
-/// navigation it starts, so the old form is watched until it is gone from the document.
+/// Submit the login form and wait (bounded) for the answer page.
 async fn log_in(b: &Client, s: &TestServer, key: &str) {
     b.goto(&s.url("/console/login")).await.unwrap();
-    let form = b.find(Locator::Css("form")).await.unwrap();
     b.find(Locator::Css("#api_key")).await.unwrap().send_keys(key).await.unwrap();
-    b.find(Locator::Css("form button[type=submit]")).await.unwrap().click().await.unwrap();
+    click_and_load(b, "form button[type=submit]").await;
+}
+
+/// Click what starts a navigation and wait (bounded) for the new page: a click does not wait for
+/// the navigation it starts, so the old document is watched until it is gone. Without this, the
+/// old page can answer the next look-up.
+async fn click_and_load(b: &Client, css: &str) {
+    let old = b.find(Locator::Css("html")).await.unwrap();
+    b.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
     for _ in 0..300 {
-        if form.tag_name().await.is_err() {
-            b.wait().for_element(Locator::Css("body")).await.expect("the answer page loaded");
+        if old.tag_name().await.is_err() {
+            b.wait().for_element(Locator::Css("body")).await.expect("the new page loaded");
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the login form was never answered; page: {}", b.source().await.unwrap_or_default());
+    panic!("clicking {css} never led to a new page; page: {}", b.source().await.unwrap_or_default());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,7 +241,7 @@ async fn an_operator_finds_a_failed_event_and_redrives_it_in_a_real_browser() {
 
     // Filter to the failed ones.
     b.find(Locator::Css("select[name=status] option[value=failed]")).await.unwrap().click().await.unwrap();
-    b.find(Locator::Css("#filter")).await.unwrap().click().await.unwrap();
+    click_and_load(&b, "#filter").await;
     wait_text(&b, "a.event", &failed).await;
     assert_eq!(b.find_all(Locator::Css("a.event")).await.unwrap().len(), 1);
     assert_eq!(
@@ -245,7 +251,7 @@ async fn an_operator_finds_a_failed_event_and_redrives_it_in_a_real_browser() {
     screenshot(&b, "console-events.png").await;
 
     // Open it: params redacted, each step with its status, attempts and step key.
-    b.find(Locator::Css("a.event")).await.unwrap().click().await.unwrap();
+    click_and_load(&b, "a.event").await;
     wait_text(&b, "#status", "failed").await;
     let page = b.source().await.unwrap();
     assert!(page.contains("[redacted]") && !page.contains("4111111111111111"), "the card number is redacted");
@@ -297,7 +303,7 @@ async fn an_operator_finds_a_failed_event_and_redrives_it_in_a_real_browser() {
     assert_eq!(text(&b, ".count.failed .n").await, "0");
 
     // Logging out ends the session.
-    b.find(Locator::Css("header form button")).await.unwrap().click().await.unwrap();
+    click_and_load(&b, "header form button").await;
     b.goto(&s.url("/console/events")).await.unwrap();
     assert_eq!(b.current_url().await.unwrap().path(), "/console/login");
 
