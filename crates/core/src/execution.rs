@@ -3,8 +3,8 @@
 //!
 //! What holds while the process lives:
 //! * **A claim is either run or given back.** The claim and everything after it run in a
-//!   task of their own ([`Executions::spawn`]), so a client that hangs up cannot leave a
-//!   claim that nobody runs. A claim that comes back after the caller's deadline (the store
+//!   task of their own once they have to wait ([`Executions::run_or_spawn`]), so a client that
+//!   hangs up cannot leave a claim that nobody runs. A claim that comes back after the caller's deadline (the store
 //!   stalled) is released, never turned into a recorded failure of a command that did not run.
 //! * **A take-over is confirmed before it runs.** The store answers an expired lease with an
 //!   unconfirmed take-over ([`AcquireKind::TakeOver`]); the claimant runs only once
@@ -118,6 +118,33 @@ impl Executions {
         F::Output: Send + 'static,
     {
         self.tracker.spawn(fut)
+    }
+
+    /// Poll `work` here, in the caller's task, and spawn it (tracked, like [`Self::spawn`]) only
+    /// if it has to wait. The poll and the spawn are one step of the caller: nothing can drop
+    /// `work` between them, so it is as safe from a client that hangs up as a spawned task. On
+    /// a store that answers at once (the memory store) a keyed command finishes in that first
+    /// poll, and saves the task, its scheduling, and the wake-up and second poll of the
+    /// request's own task. A panic in that poll is caught, as a spawned task's is: `work` is
+    /// dropped and the caller's own task lives on.
+    pub async fn run_or_spawn<F>(&self, work: F)
+    where
+        F: Future<Output = ()> + Send + Unpin + 'static,
+    {
+        let mut work = Some(work);
+        std::future::poll_fn(|cx| {
+            let Some(mut w) = work.take() else { return std::task::Poll::Ready(()) };
+            let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                std::pin::Pin::new(&mut w).poll(cx)
+            }));
+            match polled {
+                Ok(std::task::Poll::Ready(())) => {}
+                Ok(std::task::Poll::Pending) => drop(self.tracker.spawn(w)),
+                Err(_) => tracing::error!("an execution panicked"),
+            }
+            std::task::Poll::Ready(())
+        })
+        .await
     }
 
     /// A place in the execution budget for work of `tenant`, or `-32007 Overloaded` at once
@@ -562,13 +589,17 @@ impl Executions {
 }
 
 /// Drive `work` to its end while `beat` runs beside it; `beat` ending early (the lease was
-/// lost) does not stop `work`.
+/// lost) does not stop `work`. `work` is polled first: one that finishes at once (a handler
+/// that cannot block, on a store that answers at once) never starts `beat`, whose timer costs
+/// a clock read, a place in the timer wheel and its removal. An unbiased `select!` polled
+/// `beat` first on every other call.
 async fn with_heartbeat<T>(work: impl Future<Output = T>, beat: impl Future<Output = ()>) -> T {
     tokio::pin!(work);
     tokio::pin!(beat);
     let mut beating = true;
     loop {
         tokio::select! {
+            biased;
             out = &mut work => return out,
             () = &mut beat, if beating => beating = false,
         }
@@ -625,3 +656,6 @@ pub fn in_progress_hint(outcome: &Outcome) -> Option<u64> {
 pub(crate) fn in_progress(retry_after_ms: u64) -> RpcError {
     RpcError::new(ErrorCode::RequestInProgress).data(serde_json::json!({ "retry_after_ms": retry_after_ms }))
 }
+
+#[cfg(test)]
+mod tests;

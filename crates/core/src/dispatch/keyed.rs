@@ -102,8 +102,9 @@ impl Dispatcher {
     }
 
     /// Claim the record of a keyed command and act on the answer (SPEC §3 "Outcomes").
-    /// From the claim on, everything runs in a task of its own (spawned first): a client that
-    /// hangs up cannot leave a claim that nobody runs, nor cut an execution or its record short.
+    /// From the claim on, everything runs in a task of its own once it has to wait (polled here
+    /// first, spawned before this request's task can be dropped): a client that hangs up cannot
+    /// leave a claim that nobody runs, nor cut an execution or its record short.
     async fn claim_and_run(
         &self,
         method: &Arc<Method>,
@@ -144,8 +145,9 @@ impl Dispatcher {
         let exported = crate::trace::exported_current();
         // Boxed before it is wrapped and spawned: the state machine is large, and each wrapper
         // and the task's cell would otherwise move it by value (memcpy), as would the task's
-        // stage changes when it ends.
-        self.exec.spawn(
+        // stage changes when it ends. Polled here until it first waits, spawned from there on;
+        // `started_run` is awaited at once, so nothing can drop it before it has done either.
+        let started_run = self.exec.run_or_spawn(
             Box::pin(async move {
                 // Held until the outcome is stored, not only until the client is answered.
                 let _permit = permit;
@@ -187,6 +189,7 @@ impl Dispatcher {
             .instrument(exported)
             .instrument(span),
         );
+        started_run.await;
         match answered.await {
             Ok(answered) => answered,
             Err(_) => {
