@@ -368,8 +368,14 @@ impl<'a> Walker<'a> {
         let value = self.out.get(m.value.clone()).unwrap_or_default();
         match reserved {
             // The value's canonical form: a JSON string exactly when the value is one.
-            Reserved::Key => match value.first() {
-                Some(b'"') => match serde_json::from_slice::<String>(value) {
+            Reserved::Key => match value {
+                // Without an escape, the text between the quotes is the key: taken as it is,
+                // not parsed into a `String` first and copied again into the `Arc`.
+                [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => match std::str::from_utf8(inner) {
+                    Ok(k) => self.key = Some(Arc::from(k)),
+                    Err(_) => return Err(WalkError::KeyNotString),
+                },
+                [b'"', ..] => match serde_json::from_slice::<String>(value) {
                     Ok(k) => self.key = Some(Arc::from(k)),
                     Err(_) => return Err(WalkError::KeyNotString),
                 },

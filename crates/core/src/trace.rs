@@ -194,6 +194,10 @@ pub fn step_span(step: &str, attempt: u32) -> tracing::Span {
 /// The current span when it is an exported one, else a disabled span: for work spawned off
 /// a request, which must carry its exported span along (a task starts with none entered).
 pub fn exported_current() -> tracing::Span {
+    // Without an exporter no span is exported: the current span need not be looked up.
+    if export().is_none() {
+        return tracing::Span::none();
+    }
     let current = tracing::Span::current();
     if current.metadata().is_some_and(|m| m.target() == SPAN_TARGET) {
         current
