@@ -1,90 +1,17 @@
 //! Batches: their rules, the oversized refusal, entries run in order under a concurrency
-//! limit, and what the entries of one batch share.
+//! limit (what they share is `local.rs`'s).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use futures::{FutureExt, StreamExt};
 use oncerpc_protocol::{Entry, ErrorCode, Outcome, RpcError};
 
 use super::ids::{correlation_id, generated_id};
+use super::local::BatchLocal;
+use super::quick::Quick;
 use super::{Dispatcher, Reply, RequestMeta};
-use crate::method::{IdempotencyStatus, Method};
-use crate::metrics::MethodMetrics;
-
-/// Per (method, key) of a batch: the one execution its entries share.
-type SharedByKey = HashMap<(Arc<str>, Arc<str>), Arc<tokio::sync::OnceCell<Shared>>>;
-
-/// What the entries of one batch share.
-#[derive(Default)]
-pub(super) struct BatchLocal {
-    /// Commands of one batch that share a key execute once (SPEC §1, "Batches"): the first
-    /// entry runs, the others wait for its outcome.
-    pub(super) keyed: Mutex<SharedByKey>,
-    /// The `ok` count and latencies of the batch's successful entries, per method, added to
-    /// the shared metrics once when the batch ends (or is dropped). Observing the shared
-    /// histogram per entry was ~5 % of the server's CPU on batches of 50: its atomics bounce
-    /// between the worker threads.
-    ok: Mutex<Vec<LocalOk>>,
-    /// The batch's own copy of each called method's name, for the entries' contexts: a clone
-    /// of the registry's `Arc` per entry is an atomic both workers fight over.
-    names: Mutex<Vec<Arc<str>>>,
-}
-
-/// One method's successes within a batch; flushed into the shared metrics on drop.
-struct LocalOk {
-    method: Arc<Method>,
-    count: u64,
-    ok: prometheus::IntCounter,
-    latency: prometheus::local::LocalHistogram,
-}
-
-impl Drop for LocalOk {
-    fn drop(&mut self) {
-        self.ok.inc_by(self.count);
-        // `LocalHistogram` flushes itself on drop.
-    }
-}
-
-impl BatchLocal {
-    pub(super) fn name_of(&self, method: &Method) -> Arc<str> {
-        let mut names = self.names.lock().expect("batch-local lock");
-        if let Some(name) = names.iter().find(|n| ***n == *method.name) {
-            return name.clone();
-        }
-        let name: Arc<str> = Arc::from(&*method.name);
-        names.push(name.clone());
-        name
-    }
-
-    /// Record a successful entry of `method`, whose metric handles are `h`.
-    pub(super) fn ok(&self, method: &Arc<Method>, h: &MethodMetrics, elapsed: Duration) {
-        let mut ok = self.ok.lock().expect("batch-local lock");
-        let i = match ok.iter().position(|o| Arc::ptr_eq(&o.method, method)) {
-            Some(i) => i,
-            None => {
-                let local = LocalOk {
-                    method: method.clone(),
-                    count: 0,
-                    ok: h.ok.clone(),
-                    latency: h.latency.local(),
-                };
-                ok.push(local);
-                ok.len() - 1
-            }
-        };
-        ok[i].count += 1;
-        ok[i].latency.observe(elapsed.as_secs_f64());
-    }
-}
-
-#[derive(Clone)]
-pub(super) struct Shared {
-    pub(super) fingerprint: Arc<str>,
-    pub(super) outcome: Outcome,
-    pub(super) status: Option<IdempotencyStatus>,
-}
 
 impl Dispatcher {
     pub(super) async fn handle_batch<'a>(
@@ -114,12 +41,13 @@ impl Dispatcher {
         // The batch's own copy of the tenant's name: each entry's context clones it, and a
         // clone of the name every request shares is an atomic both workers fight over.
         let meta = &RequestMeta { tenant: Arc::from(&*meta.tenant), ..meta.clone() };
-        // Each entry's future is made as it is reached and polled once, at most
-        // `batch.max_concurrency` of them waiting at once, their answers in entry order. An
-        // entry that answers at once (a query whose handler cannot block) never enters the
-        // concurrent set, whose per-future task and waker were ~5 % of the server's CPU on
-        // batches of 50, and leaves its box to the next entry: only an entry that waits keeps
-        // one (a box per entry, each over 1 KiB, was ~570 of an entry's ~7,500 instructions).
+        // Each entry is run as it is reached, at most `batch.max_concurrency` of them waiting
+        // at once, their answers in entry order. A query is answered in this poll without
+        // `run_entry`'s future (`quick.rs`). Any other entry's future is made and polled once;
+        // one that answers at once never enters the concurrent set, whose per-future task and
+        // waker were ~5 % of the server's CPU on batches of 50, and leaves its box to the next
+        // entry: only an entry that waits keeps one (a box per entry, each over 1 KiB, was
+        // ~570 of an entry's ~7,500 instructions).
         let limit = cfg.max_concurrency.max(1);
         let mut done: Vec<Option<Option<super::entry::Answer<'a>>>> = Vec::with_capacity(entries.len());
         let mut waiting = futures::stream::FuturesUnordered::new();
@@ -131,6 +59,24 @@ impl Dispatcher {
                 done[j] = Some(out);
             }
             let cid = correlation_id(&entry);
+            let mut entry = Some(entry);
+            let quick = std::future::poll_fn(|cx| {
+                let entry = entry.take().expect("polled once: it is ready at once");
+                std::task::Poll::Ready(self.quick_entry(i, entry, &cid, meta, &local, started, cx))
+            })
+            .await;
+            let entry = match quick {
+                Quick::Done(answer) => {
+                    done.push(Some(Some(answer)));
+                    continue;
+                }
+                Quick::Waiting(rest) => {
+                    done.push(None);
+                    waiting.push(Either::Right(rest));
+                    continue;
+                }
+                Quick::Not(entry) => entry,
+            };
             let call = self.run_entry(entry, cid, meta, Some(&local), started);
             let mut call = match spare.take() {
                 Some(mut boxed) => {
@@ -146,7 +92,7 @@ impl Dispatcher {
                 }
                 std::task::Poll::Pending => {
                     done.push(None);
-                    waiting.push(call.map(move |out| (i, out)));
+                    waiting.push(Either::Left(call.map(move |out| (i, out))));
                 }
             }
         }

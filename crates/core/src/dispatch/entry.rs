@@ -7,9 +7,9 @@ use std::time::Instant;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Outcome, RawValue, Request, RpcError};
 use tracing::Instrument;
 
-use super::batch::BatchLocal;
 use super::handler::run_handler;
 use super::keyed::IdempotencyInfo;
+use super::local::BatchLocal;
 use super::observe::access_line;
 use super::prepare::Prepared;
 use super::{Dispatcher, RequestMeta};
@@ -45,17 +45,8 @@ impl Dispatcher {
             }
             Entry::Valid(req) => req,
         };
-        // Without a header's trace context, the request's own `params._meta` may carry one
-        // (stdio has no headers; each batch entry may have its own).
-        let traced;
-        let meta = if meta.trace.is_none()
-            && let Some(trace) = crate::trace::from_params(req.params)
-        {
-            traced = RequestMeta { trace: Some(trace), ..meta.clone() };
-            &traced
-        } else {
-            meta
-        };
+        let traced = traced_meta(meta, req.params);
+        let meta = traced.as_ref().unwrap_or(meta);
         // A batch entry's span (at `debug`, like its access line: the batch logs one line)
         // names its method. A single request needs no span here: its access line carries the
         // correlation id itself, and the lines an execution can log (store, lease, upstream)
@@ -64,16 +55,8 @@ impl Dispatcher {
         // ~10 % of a query's throughput).
         // The method is looked up once, here, for the span and for `run_request`.
         let method = self.registry.get(&req.method);
-        let span = if local.is_some() {
-            tracing::debug_span!(
-                "rpc",
-                correlation_id = %cid,
-                method = %crate::LogSafe(&req.method),
-                trace_id = meta.trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
-            )
-        } else {
-            tracing::Span::none()
-        };
+        let span =
+            if local.is_some() { batch_entry_span(&cid, &req.method, meta) } else { tracing::Span::none() };
         self.run_request(req, method, cid, meta, local, started).instrument(span).await
     }
 
@@ -175,6 +158,26 @@ impl Dispatcher {
             Some(keyed) => Box::pin(self.execute_keyed(method, params, ctx, keyed, local, started)).await,
         }
     }
+}
+
+/// `meta` with the trace context of the request's own `params._meta`, when the headers brought
+/// none (stdio has no headers; each batch entry may have its own); `None`: `meta` as it is.
+pub(super) fn traced_meta(meta: &RequestMeta, params: Option<&RawValue>) -> Option<RequestMeta> {
+    if meta.trace.is_some() {
+        return None;
+    }
+    let trace = crate::trace::from_params(params)?;
+    Some(RequestMeta { trace: Some(trace), ..meta.clone() })
+}
+
+/// A batch entry's span: at `debug`, like its access line (the batch logs one line).
+pub(super) fn batch_entry_span(cid: &str, method: &str, meta: &RequestMeta) -> tracing::Span {
+    tracing::debug_span!(
+        "rpc",
+        correlation_id = %cid,
+        method = %crate::LogSafe(method),
+        trace_id = meta.trace.as_ref().map(|t| tracing::field::display(&t.trace_id)),
+    )
 }
 
 /// The span of an execution that runs (a command's handler, its claim and record): every line

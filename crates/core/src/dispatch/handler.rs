@@ -5,7 +5,7 @@ use std::time::Instant;
 use futures::FutureExt;
 use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 
-use crate::method::{Context, Method};
+use crate::method::{Context, HandlerResult, Method};
 
 /// Run a handler with its deadline; a panic becomes `-32603` and the server carries on.
 /// The deadline is `started + timeout`: no clock read here.
@@ -30,6 +30,16 @@ pub(crate) async fn run_handler(
             Box::pin(tokio::time::timeout_at(deadline, call)).await
         }
     };
+    handler_outcome(method, &cid, finished)
+}
+
+/// What a handler's call came to: its result or error, a panic as `-32603`, a deadline passed
+/// as the timeout error.
+pub(super) fn handler_outcome(
+    method: &Method,
+    cid: &str,
+    finished: Result<std::thread::Result<HandlerResult>, tokio::time::error::Elapsed>,
+) -> Outcome {
     match finished {
         Ok(Ok(Ok(result))) => Outcome::Result(result),
         Ok(Ok(Err(e))) => Outcome::Error(e),

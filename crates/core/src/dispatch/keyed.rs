@@ -8,8 +8,8 @@ use oncerpc_protocol::{ErrorCode, Outcome, RawValue, RpcError};
 use tracing::Instrument;
 
 use super::Dispatcher;
-use super::batch::{BatchLocal, Shared};
 use super::handler::run_handler;
+use super::local::{BatchLocal, Shared};
 use super::memo::KeyFrom;
 use super::prepare::Keyed;
 use crate::execution::{Acquired, Settled, in_progress, lease_for};

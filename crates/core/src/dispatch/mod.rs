@@ -14,9 +14,11 @@ mod external;
 mod handler;
 mod ids;
 mod keyed;
+mod local;
 mod memo;
 mod observe;
 mod prepare;
+mod quick;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -8,8 +8,8 @@ use tracing::Instrument;
 
 use oncerpc_protocol::{Outcome, RawValue};
 
-use super::batch::BatchLocal;
 use super::keyed::IdempotencyInfo;
+use super::local::BatchLocal;
 use super::{Dispatcher, RequestMeta};
 use crate::method::Method;
 use crate::metrics::{CLIENT_CLOSED, Metrics};
@@ -42,7 +42,7 @@ impl Dispatcher {
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
-        let mut unanswered = Unanswered { metrics: &self.metrics, method, cid: &cid, started, armed: true };
+        let mut unanswered = Unanswered::new(&self.metrics, method, cid.clone(), started);
         // The request's exported span, when spans are exported (`[telemetry]`).
         let span = crate::trace::request_span(&method.name, &cid, &meta.tenant, meta.trace.as_ref());
         let executing = self.execute(method, params, cid.clone(), meta, local, started);
@@ -51,7 +51,7 @@ impl Dispatcher {
         if outcome.is_error() {
             crate::trace::set_error(&span);
         }
-        unanswered.armed = false;
+        unanswered.disarm();
         let elapsed = started.elapsed();
         self.observe(&method.name, &cid, Some(method), meta, &outcome, idempotency.as_ref(), elapsed, local);
         (outcome, idempotency)
@@ -136,12 +136,23 @@ impl Dispatcher {
 /// Logs and counts a request whose future was dropped before it had an answer (see
 /// [`Dispatcher::execute_observed`]). Dropped inside the request's span, so the log line
 /// carries its correlation id.
-struct Unanswered<'a> {
+pub(super) struct Unanswered<'a> {
     metrics: &'a Metrics,
     method: &'a Method,
-    cid: &'a str,
+    cid: Arc<str>,
     started: Instant,
     armed: bool,
+}
+
+impl<'a> Unanswered<'a> {
+    pub(super) fn new(metrics: &'a Metrics, method: &'a Method, cid: Arc<str>, started: Instant) -> Self {
+        Unanswered { metrics, method, cid, started, armed: true }
+    }
+
+    /// The request has its answer: nothing to log when this is dropped.
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for Unanswered<'_> {
