@@ -18,18 +18,7 @@ pub(crate) fn request_meta(
     headers: &HeaderMap,
     tenant: Arc<str>,
 ) -> Result<RequestMeta, RpcError> {
-    // Field by field: `..RequestMeta::default()` would allocate a tenant name only to drop it.
-    let mut meta = RequestMeta {
-        tenant,
-        idempotency_key: None,
-        force_retry: false,
-        correlation_id: None,
-        return_step: None,
-        key_headers: Vec::new(),
-        signature_verified: false,
-        progress: None,
-        trace: None,
-    };
+    let mut meta = RequestMeta::of_tenant(tenant);
     for name in &st.key_headers {
         if let Some(v) = headers.get(&**name) {
             // A value that is not visible ASCII breaks the key format: the engine hashes it.

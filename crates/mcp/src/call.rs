@@ -370,14 +370,13 @@ fn prepare_read<'t>(
         None => session.trace.clone(),
     };
     let meta = RequestMeta {
-        tenant: session.tenant.clone(),
         trace,
         idempotency_key: key,
         force_retry,
         correlation_id: id.text().map(|t| Arc::from(&*t)),
         progress,
         key_headers: session.key_headers.clone(),
-        ..RequestMeta::default()
+        ..RequestMeta::of_tenant(session.tenant.clone())
     };
     Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })
 }

@@ -109,8 +109,16 @@ pub struct RequestMeta {
 
 impl Default for RequestMeta {
     fn default() -> Self {
+        RequestMeta::of_tenant(Arc::from(DEFAULT_TENANT))
+    }
+}
+
+impl RequestMeta {
+    /// A request of `tenant` that the transport says nothing else about (what
+    /// `..RequestMeta::default()` gives, without allocating a default tenant only to drop it).
+    pub fn of_tenant(tenant: Arc<str>) -> Self {
         RequestMeta {
-            tenant: Arc::from(DEFAULT_TENANT),
+            tenant,
             idempotency_key: None,
             force_retry: false,
             correlation_id: None,
