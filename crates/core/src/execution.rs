@@ -3,9 +3,10 @@
 //!
 //! What holds while the process lives:
 //! * **A claim is either run or given back.** The claim and everything after it run in a
-//!   task of their own once they have to wait ([`Executions::run_or_spawn`]), so a client that
-//!   hangs up cannot leave a claim that nobody runs. A claim that comes back after the caller's deadline (the store
-//!   stalled) is released, never turned into a recorded failure of a command that did not run.
+//!   task of their own once they have to wait ([`Executions::run_or_spawn`]), so a client
+//!   that hangs up cannot leave a claim that nobody runs. A claim that comes back after the
+//!   caller's deadline (the store stalled) is released, never turned into a recorded failure
+//!   of a command that did not run.
 //! * **A take-over is confirmed before it runs.** The store answers an expired lease with an
 //!   unconfirmed take-over ([`AcquireKind::TakeOver`]); the claimant runs only once
 //!   [`Store::renew`] confirms it. A previous owner that is alive after all (its heartbeat or

@@ -24,13 +24,18 @@ pub(crate) async fn run_handler(
     let finished = match futures::poll!(call.as_mut()) {
         std::task::Poll::Ready(done) => Ok(done),
         std::task::Poll::Pending => {
-            let deadline = tokio::time::Instant::from_std(started + method.spec.timeout);
+            let deadline = deadline(method, started);
             // Boxed: the timer is then not part of every call's future (it would be moved with
             // each entry of a batch).
             Box::pin(tokio::time::timeout_at(deadline, call)).await
         }
     };
     handler_outcome(method, &cid, finished)
+}
+
+/// When a handler's call that started with its request at `started` is cut short.
+pub(super) fn deadline(method: &Method, started: Instant) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(started + method.spec.timeout)
 }
 
 /// What a handler's call came to: its result or error, a panic as `-32603`, a deadline passed

@@ -1,6 +1,7 @@
 //! What is logged and counted of each request: the access line, the metrics, and a
 //! request dropped before its answer.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use std::time::{Duration, Instant};
@@ -42,7 +43,7 @@ impl Dispatcher {
         local: Option<&BatchLocal>,
         started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
-        let mut unanswered = Unanswered::new(&self.metrics, method, cid.clone(), started);
+        let mut unanswered = Unanswered::new(&self.metrics, method, Cow::Borrowed(&cid), started);
         // The request's exported span, when spans are exported (`[telemetry]`).
         let span = crate::trace::request_span(&method.name, &cid, &meta.tenant, meta.trace.as_ref());
         let executing = self.execute(method, params, cid.clone(), meta, local, started);
@@ -139,13 +140,15 @@ impl Dispatcher {
 pub(super) struct Unanswered<'a> {
     metrics: &'a Metrics,
     method: &'a Method,
-    cid: Arc<str>,
+    /// Borrowed on the common path; owned by a batch query's rest (`quick.rs`), which outlives
+    /// the id's owner.
+    cid: Cow<'a, str>,
     started: Instant,
     armed: bool,
 }
 
 impl<'a> Unanswered<'a> {
-    pub(super) fn new(metrics: &'a Metrics, method: &'a Method, cid: Arc<str>, started: Instant) -> Self {
+    pub(super) fn new(metrics: &'a Metrics, method: &'a Method, cid: Cow<'a, str>, started: Instant) -> Self {
         Unanswered { metrics, method, cid, started, armed: true }
     }
 
