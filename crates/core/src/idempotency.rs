@@ -175,6 +175,17 @@ mod tests {
     }
 
     #[test]
+    fn a_key_is_read_the_same_with_or_without_escapes() {
+        let key = |text: &str| params(text).unwrap_or_else(|e| panic!("{text}: {e:?}")).key;
+        // Taken between the quotes as it is, and decoded when it holds an escape.
+        assert_eq!(key(r#"{"idempotency_key":"k-1","a":1}"#).as_deref(), Some("k-1"));
+        assert_eq!(key(r#"{"idempotency_key":"k\u002d1","a":1}"#).as_deref(), Some("k-1"));
+        assert_eq!(key(r#"{"a":1,"idempotency_key":"é\"q\\"}"#).as_deref(), Some("é\"q\\"));
+        assert_eq!(key(r#"{"idempotency_key":""}"#).as_deref(), Some(""));
+        assert!(params(r#"{"idempotency_key":7}"#).is_err(), "not a string");
+    }
+
+    #[test]
     fn key_format_messages_are_exact() {
         assert!(validate_key("abc").is_ok());
         assert!(validate_key("A-z_0.9").is_ok());
