@@ -1,5 +1,6 @@
 //! A batch runs its waiting entries concurrently up to `batch.max_concurrency`, answers at once
-//! the entries that cannot block, and keeps the answers in request order (SPEC §1).
+//! the entries that cannot block, and keeps the answers in request order (SPEC §1). A query
+//! dropped while it waits, in a batch or alone, is counted once as `client_closed`.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -224,4 +225,36 @@ async fn a_batch_dropped_while_a_query_waits_counts_it_as_closed() {
         !metrics.lines().any(|l| l.contains("method=\"add\"") && l.contains("client_closed")),
         "{metrics}"
     );
+}
+
+/// A single query dropped while its handler waits (the client hung up) is counted once as
+/// `client_closed` and never as answered; one that answers at once is counted `ok`.
+#[tokio::test]
+async fn a_single_query_dropped_while_it_waits_counts_as_closed() {
+    let (running, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let d = dispatcher(4, running, peak);
+    let meta = RequestMeta::default();
+    let wait = serde_json::to_vec(&serde_json::json!(
+        {"jsonrpc":"2.0","method":"wait","params":{"ms":5000,"n":2},"id":2}
+    ))
+    .unwrap();
+    assert!(tokio::time::timeout(Duration::from_millis(50), d.handle(&wait, &meta)).await.is_err());
+    let add = serde_json::to_vec(&serde_json::json!({"jsonrpc":"2.0","method":"add","params":[1, 2],"id":1}))
+        .unwrap();
+    let answer = d.handle(&add, &meta).await.body.unwrap();
+    assert_eq!(String::from_utf8(answer).unwrap(), r#"{"jsonrpc":"2.0","result":3,"id":1}"#);
+    let metrics = d.metrics().render();
+    let line = |method: &str, outcome: &str| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with("oncerpc_requests_total")
+                    && l.contains(&format!("method=\"{method}\""))
+                    && l.contains(&format!("outcome=\"{outcome}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    assert_eq!(line("wait", "client_closed").as_deref(), Some("1"), "{metrics}");
+    assert_eq!(line("wait", "ok").as_deref().unwrap_or("0"), "0", "{metrics}");
+    assert_eq!(line("add", "ok").as_deref(), Some("1"), "{metrics}");
 }
