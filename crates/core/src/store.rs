@@ -140,7 +140,7 @@ pub enum Claim {
     /// Someone else is executing; their lease ends in `retry_after_ms`.
     InProgress { retry_after_ms: u64 },
     /// The execution finished before: replay this. `ttl_left_ms`: how long the record
-    /// still lives (by the store's clock), which bounds any cache of it.
+    /// still lives (by the store's clock), at most a TTL, which bounds any cache of it.
     Done(StoredOutcome, u64),
     /// The key was used with other params.
     FingerprintMismatch,
@@ -522,7 +522,11 @@ pub fn decide(
         RecordState::Done(StoredOutcome::Failed(_)) if req.force_retry => {
             owned(next_token(), AcquireKind::ForceRetry)
         }
-        RecordState::Done(outcome) => (Claim::Done(outcome.clone(), rec.expires_at_ms - now), None),
+        // What is left of the TTL, never more than a TTL: a store may keep an outcome a little
+        // longer (SQLite's expiry slack), and a process-local cache need not.
+        RecordState::Done(outcome) => {
+            (Claim::Done(outcome.clone(), (rec.expires_at_ms - now).min(ms(req.ttl))), None)
+        }
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) fn apply<'c>(
             // The common case in one statement: no record, the key is this claim's.
             let token = tokens.upcoming(tx)?;
             if let (claim, Some(rec)) = decide(None, &req, now, || token)
-                && insert_new(cached(&mut group.insert, tx, INSERT_NEW)?, key, &rec, now)?
+                && insert_new(cached(&mut group.insert, tx, INSERT_NEW)?, key, &rec, *ttl, now)?
             {
                 tokens.take(token);
                 return Ok(Done::Claim(claim));
@@ -95,7 +95,11 @@ pub(crate) fn apply<'c>(
         }
         Op::Complete { key, token, outcome, ttl } => {
             // The common case in one statement: the processing record is still this token's.
-            if finish(cached(&mut group.finish, tx, FINISH)?, key, *token, outcome, *ttl, now)? {
+            // Stored within the slack of its claim, it keeps the claim's expiry and the index
+            // of expiries is not touched; else its expiry is written.
+            if finish(cached(&mut group.keep, tx, FINISH_KEEP)?, key, *token, outcome, *ttl, now)?
+                || finish(cached(&mut group.finish, tx, FINISH)?, key, *token, outcome, *ttl, now)?
+            {
                 return Ok(Done::Bool(true));
             }
             match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
@@ -199,6 +203,7 @@ pub(crate) fn apply<'c>(
 pub(crate) struct Group<'c> {
     pub(crate) tokens: Tokens,
     insert: Option<CachedStatement<'c>>,
+    keep: Option<CachedStatement<'c>>,
     finish: Option<CachedStatement<'c>>,
 }
 
@@ -384,7 +389,7 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
            takeover_token = excluded.takeover_token, takeover_until = excluded.takeover_until,
            steps = excluded.steps"
     );
-    write(&mut *tx.prepare_cached(UPSERT)?, key, rec, now).map(drop)
+    write(&mut *tx.prepare_cached(UPSERT)?, key, rec, rec.expires_at_ms, now).map(drop)
 }
 
 /// Insert a record if its key has none (not even an expired one).
@@ -394,9 +399,25 @@ const INSERT_NEW: &str = concat!(
     " ON CONFLICT (key, method, tenant) DO NOTHING"
 );
 
-/// Insert `rec` with `insert` ([`INSERT_NEW`]) if `key` has no record; whether it did.
-fn insert_new(insert: &mut Statement<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<bool> {
-    Ok(write(insert, key, rec, now)? == 1)
+/// Insert `rec` (a fresh claim of `ttl`) with `insert` ([`INSERT_NEW`]) if `key` has no record;
+/// whether it did. Its expiry is [`slack`] later than `rec`'s, so that a completion within the
+/// slack keeps it ([`FINISH_KEEP`]).
+fn insert_new(
+    insert: &mut Statement<'_>,
+    key: &RecordKey,
+    rec: &Record,
+    ttl: Duration,
+    now: u64,
+) -> rusqlite::Result<bool> {
+    Ok(write(insert, key, rec, rec.expires_at_ms + slack(ttl), now)? == 1)
+}
+
+/// How much longer than its TTL a finished record may be kept: 1 % of the TTL, at most a
+/// minute. A fresh claim's record expires this much after `now + ttl`; an outcome stored
+/// within this time of its claim keeps that expiry, so the completion's `UPDATE` leaves the
+/// `expires_at` index alone (docs/ARCHITECTURE.md, "SQLite expiry slack").
+pub(crate) fn slack(ttl: Duration) -> u64 {
+    (ttl.as_millis() as u64 / 100).min(60_000)
 }
 
 /// [`finish`]'s statement.
@@ -404,6 +425,13 @@ const FINISH: &str =
     "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0, expires_at = ?7,
                updated_at = ?8, takeover_token = NULL, takeover_until = NULL, steps = NULL
              WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0";
+
+/// [`FINISH`] for a record whose expiry already lies between `now + ttl` (`?7`) and the slack
+/// after it (`?9`): kept, so the `expires_at` index is not rewritten.
+const FINISH_KEEP: &str = "UPDATE idempotency_records SET state = ?5, outcome = ?6, lease_until = 0,
+               updated_at = ?8, takeover_token = NULL, takeover_until = NULL, steps = NULL
+             WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0
+               AND expires_at BETWEEN ?7 AND ?9";
 
 /// `decide_complete`'s common case as one `UPDATE`: the record is processing under `token`;
 /// whether it was. The columns written are those `save` writes for the finished record.
@@ -416,16 +444,16 @@ fn finish(
     now: u64,
 ) -> rusqlite::Result<bool> {
     let (state, outcome) = done_columns(outcome);
-    let n = update.execute(params![
-        &*key.tenant,
-        &*key.method,
-        &*key.key,
-        token as i64,
-        state,
-        outcome,
-        expiry(now, 0, ttl) as i64,
-        now as i64,
-    ])?;
+    let (tenant, method, k) = (&*key.tenant, &*key.method, &*key.key);
+    let (token, expires_at) = (token as i64, expiry(now, 0, ttl));
+    let (at, now) = (expires_at as i64, now as i64);
+    // `FINISH_KEEP` has one more parameter: the end of the slack.
+    let n = if update.parameter_count() == 9 {
+        let until = (expires_at + slack(ttl)) as i64;
+        update.execute(params![tenant, method, k, token, state, outcome, at, now, until])?
+    } else {
+        update.execute(params![tenant, method, k, token, state, outcome, at, now])?
+    };
     Ok(n == 1)
 }
 
@@ -437,8 +465,15 @@ fn done_columns(outcome: &StoredOutcome) -> (i64, &str) {
     }
 }
 
-/// Run `sql` (an insert of [`record_columns`]) with `rec`'s values; the rows it changed.
-fn write(stmt: &mut Statement<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqlite::Result<usize> {
+/// Run `sql` (an insert of [`record_columns`]) with `rec`'s values and `expires_at`; the rows it
+/// changed.
+fn write(
+    stmt: &mut Statement<'_>,
+    key: &RecordKey,
+    rec: &Record,
+    expires_at: u64,
+    now: u64,
+) -> rusqlite::Result<usize> {
     let (state, outcome, lease_until) = match &rec.state {
         RecordState::Processing { lease_until_ms } => (0i64, None, *lease_until_ms as i64),
         RecordState::Done(done) => {
@@ -455,7 +490,7 @@ fn write(stmt: &mut Statement<'_>, key: &RecordKey, rec: &Record, now: u64) -> r
         outcome,
         rec.token as i64,
         lease_until,
-        rec.expires_at_ms as i64,
+        expires_at as i64,
         now as i64,
         rec.takeover.map(|t| t.token as i64),
         rec.takeover.map(|t| t.until_ms as i64),
