@@ -64,7 +64,13 @@ pub(crate) fn apply<'c>(
             // The common case in one statement: no record, the key is this claim's.
             let token = tokens.upcoming(tx)?;
             if let (claim, Some(rec)) = decide(None, &req, now, || token)
-                && insert_new(cached(&mut group.insert, tx, INSERT_NEW)?, key, &rec, *ttl, now)?
+                && write(
+                    cached(&mut group.insert, tx, INSERT_NEW)?,
+                    key,
+                    &rec,
+                    rec.expires_at_ms + slack(*ttl),
+                    now,
+                )? == 1
             {
                 tokens.take(token);
                 return Ok(Done::Claim(claim));
@@ -392,25 +398,14 @@ fn save(tx: &Transaction<'_>, key: &RecordKey, rec: &Record, now: u64) -> rusqli
     write(&mut *tx.prepare_cached(UPSERT)?, key, rec, rec.expires_at_ms, now).map(drop)
 }
 
-/// Insert a record if its key has none (not even an expired one).
+/// Insert a record if its key has none (not even an expired one). A fresh claim's record goes in
+/// with an expiry [`slack`] later than its own, so that a completion within the slack keeps it
+/// ([`FINISH_KEEP`]).
 const INSERT_NEW: &str = concat!(
     "INSERT INTO idempotency_records",
     record_columns!(),
     " ON CONFLICT (key, method, tenant) DO NOTHING"
 );
-
-/// Insert `rec` (a fresh claim of `ttl`) with `insert` ([`INSERT_NEW`]) if `key` has no record;
-/// whether it did. Its expiry is [`slack`] later than `rec`'s, so that a completion within the
-/// slack keeps it ([`FINISH_KEEP`]).
-fn insert_new(
-    insert: &mut Statement<'_>,
-    key: &RecordKey,
-    rec: &Record,
-    ttl: Duration,
-    now: u64,
-) -> rusqlite::Result<bool> {
-    Ok(write(insert, key, rec, rec.expires_at_ms + slack(ttl), now)? == 1)
-}
 
 /// How much longer than its TTL a finished record may be kept: 1 % of the TTL, at most a
 /// minute. A fresh claim's record expires this much after `now + ttl`; an outcome stored
