@@ -411,7 +411,7 @@ const INSERT_NEW: &str = concat!(
 /// minute. A fresh claim's record expires this much after `now + ttl`; an outcome stored
 /// within this time of its claim keeps that expiry, so the completion's `UPDATE` leaves the
 /// `expires_at` index alone (docs/ARCHITECTURE.md, "SQLite expiry slack").
-pub(crate) fn slack(ttl: Duration) -> u64 {
+fn slack(ttl: Duration) -> u64 {
     (ttl.as_millis() as u64 / 100).min(60_000)
 }
 
@@ -428,8 +428,9 @@ const FINISH_KEEP: &str = "UPDATE idempotency_records SET state = ?5, outcome = 
              WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0
                AND expires_at BETWEEN ?7 AND ?9";
 
-/// `decide_complete`'s common case as one `UPDATE`: the record is processing under `token`;
-/// whether it was. The columns written are those `save` writes for the finished record.
+/// `decide_complete`'s common case as one `UPDATE` (`update` is [`FINISH_KEEP`] or [`FINISH`]):
+/// the record is processing under `token`; whether it was. The columns written are those
+/// `save` writes for the finished record.
 fn finish(
     update: &mut Statement<'_>,
     key: &RecordKey,
@@ -442,7 +443,7 @@ fn finish(
     let (tenant, method, k) = (&*key.tenant, &*key.method, &*key.key);
     let (token, expires_at) = (token as i64, expiry(now, 0, ttl));
     let (at, now) = (expires_at as i64, now as i64);
-    // `FINISH_KEEP` has one more parameter: the end of the slack.
+    // `FINISH_KEEP` is the one with a ninth parameter: the end of the slack.
     let n = if update.parameter_count() == 9 {
         let until = (expires_at + slack(ttl)) as i64;
         update.execute(params![tenant, method, k, token, state, outcome, at, now, until])?
