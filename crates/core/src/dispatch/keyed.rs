@@ -206,7 +206,7 @@ fn owner_answer(outcome: &Outcome, settled: &Settled) -> (Outcome, Option<Idempo
             (outcome.clone(), Some(IdempotencyStatus::New))
         }
         // Fenced out: this execution's result is not the key's outcome.
-        Settled::Fenced(Some(current)) => (replay(current), Some(IdempotencyStatus::Duplicate)),
+        Settled::Fenced(Some(current)) => (replay(current.clone()), Some(IdempotencyStatus::Duplicate)),
         Settled::Fenced(None) => (Outcome::Error(in_progress(1000)), Some(IdempotencyStatus::Processing)),
     }
 }
@@ -217,21 +217,22 @@ fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
         Claim::InProgress { retry_after_ms } => {
             (Outcome::Error(in_progress(retry_after_ms)), Some(IdempotencyStatus::Processing))
         }
-        Claim::Done(stored, _) => (replay(&stored), Some(IdempotencyStatus::Duplicate)),
+        Claim::Done(stored, _) => (replay(stored), Some(IdempotencyStatus::Duplicate)),
         Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
         Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
         Claim::Acquired { .. } => (Outcome::Error(RpcError::internal("an acquired claim was not run")), None),
     }
 }
 
-/// A stored outcome as it is answered again, byte for byte.
-pub(crate) fn replay(stored: &StoredOutcome) -> Outcome {
+/// A stored outcome as it is answered again, byte for byte (taken by value: a result's text
+/// becomes the answer without another copy).
+pub(crate) fn replay(stored: StoredOutcome) -> Outcome {
     match stored {
-        StoredOutcome::Succeeded(json) => match RawValue::from_string(json.clone()) {
+        StoredOutcome::Succeeded(json) => match RawValue::from_string(json) {
             Ok(raw) => Outcome::Result(raw),
             Err(e) => Outcome::Error(RpcError::internal(format_args!("stored result is not JSON: {e}"))),
         },
-        StoredOutcome::Failed(json) => match RpcError::from_json(json) {
+        StoredOutcome::Failed(json) => match RpcError::from_json(&json) {
             Ok(err) => Outcome::Error(err),
             Err(e) => Outcome::Error(RpcError::internal(format_args!("stored error is not JSON: {e}"))),
         },
