@@ -100,12 +100,8 @@ pub(crate) fn apply<'c>(
             Ok(Done::Bool(stored.is_some()))
         }
         Op::Complete { key, token, outcome, ttl } => {
-            // The common case in one statement: the processing record is still this token's.
-            // Stored within the slack of its claim, it keeps the claim's expiry and the index
-            // of expiries is not touched; else its expiry is written.
-            if finish(cached(&mut group.keep, tx, FINISH_KEEP)?, key, *token, outcome, *ttl, now)?
-                || finish(cached(&mut group.finish, tx, FINISH)?, key, *token, outcome, *ttl, now)?
-            {
+            // The common case: the processing record is still this token's.
+            if finish(tx, group, key, *token, outcome, *ttl, now)? {
                 return Ok(Done::Bool(true));
             }
             match decide_complete(load(tx, key)?.as_ref(), *token, outcome, *ttl, now) {
@@ -428,11 +424,13 @@ const FINISH_KEEP: &str = "UPDATE idempotency_records SET state = ?5, outcome = 
              WHERE tenant = ?1 AND method = ?2 AND key = ?3 AND token = ?4 AND state = 0
                AND expires_at BETWEEN ?7 AND ?9";
 
-/// `decide_complete`'s common case as one `UPDATE` (`update` is [`FINISH_KEEP`] or [`FINISH`]):
-/// the record is processing under `token`; whether it was. The columns written are those
-/// `save` writes for the finished record.
-fn finish(
-    update: &mut Statement<'_>,
+/// `decide_complete`'s common case: the record is processing under `token`; whether it was.
+/// The columns written are those `save` writes for the finished record. Stored within the
+/// slack of its claim, the outcome keeps the claim's expiry ([`FINISH_KEEP`], which leaves the
+/// index of expiries alone); else its expiry is written ([`FINISH`]).
+fn finish<'c>(
+    tx: &'c Transaction<'_>,
+    group: &mut Group<'c>,
     key: &RecordKey,
     token: u64,
     outcome: &StoredOutcome,
@@ -442,15 +440,13 @@ fn finish(
     let (state, outcome) = done_columns(outcome);
     let (tenant, method, k) = (&*key.tenant, &*key.method, &*key.key);
     let (token, expires_at) = (token as i64, expiry(now, 0, ttl));
-    let (at, now) = (expires_at as i64, now as i64);
-    // `FINISH_KEEP` is the one with a ninth parameter: the end of the slack.
-    let n = if update.parameter_count() == 9 {
-        let until = (expires_at + slack(ttl)) as i64;
-        update.execute(params![tenant, method, k, token, state, outcome, at, now, until])?
-    } else {
-        update.execute(params![tenant, method, k, token, state, outcome, at, now])?
-    };
-    Ok(n == 1)
+    let (at, until, now) = (expires_at as i64, (expires_at + slack(ttl)) as i64, now as i64);
+    let keep = cached(&mut group.keep, tx, FINISH_KEEP)?;
+    if keep.execute(params![tenant, method, k, token, state, outcome, at, now, until])? == 1 {
+        return Ok(true);
+    }
+    let write = cached(&mut group.finish, tx, FINISH)?;
+    Ok(write.execute(params![tenant, method, k, token, state, outcome, at, now])? == 1)
 }
 
 /// A finished record's `state` column (1 succeeded, 2 failed; 0 is processing) and outcome.
