@@ -137,6 +137,20 @@ fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The idempotency key an upstream receives for a keyed execution's step (an HTTP step, an
+/// MCP tool step, a call of a re-exported upstream MCP tool, whose `step` is the upstream's
+/// own tool name): never the client's key, which another tenant may use too, but the
+/// lowercase hex SHA-256 of `tenant NUL method NUL key NUL step`. Stable for every execution of one (tenant, method,
+/// key), different for each step, and revealing neither the tenant nor the client's key.
+pub fn upstream_key(tenant: &str, method: &str, key: &str, step: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [tenant, method, key, step] {
+        h.update(part.as_bytes());
+        h.update([0u8]);
+    }
+    hex(&h.finalize())
+}
+
 /// Lower-case hex. Written out by hand because `write!("{b:02x}")` per byte was ~2% of the
 /// server's CPU on the duplicate-command benchmark (docs/BENCHMARKS.md); into bytes, not
 /// `char`s: `String::push` encodes each as UTF-8 (706 instructions per 32-byte key). Also the
@@ -172,6 +186,23 @@ mod tests {
 
     fn canon(text: &str) -> String {
         canonical_json(text).unwrap_or_else(|e| panic!("{text}: {e:?}"))
+    }
+
+    #[test]
+    fn upstream_keys_differ_per_step_tenant_and_key_and_are_stable() {
+        let a = upstream_key("acme", "orders.create", "k-1", "reserve");
+        assert_eq!(a, upstream_key("acme", "orders.create", "k-1", "reserve"));
+        assert_eq!(a.len(), 64);
+        for other in [
+            upstream_key("acme", "orders.create", "k-1", "confirm"),
+            upstream_key("beta", "orders.create", "k-1", "reserve"),
+            upstream_key("acme", "orders.create", "k-2", "reserve"),
+            upstream_key("acme", "orders.cancel", "k-1", "reserve"),
+            // NUL separators: no ambiguity between ("ab","c") and ("a","bc").
+            upstream_key("acm", "eorders.create", "k-1", "reserve"),
+        ] {
+            assert_ne!(a, other);
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! to the log (SPEC §12).
 //!
 //! Every upstream call carries `X-Correlation-Id` and, for keyed executions, an
-//! `X-Idempotency-Key` derived from (tenant, method, key, step) — see [`upstream_key`] — so
+//! `X-Idempotency-Key` derived from (tenant, method, key, step) — see [`upstream_key`](oncerpc_core::idempotency::upstream_key) — so
 //! an upstream can deduplicate a step that a take-over or a retry re-executes.
 //!
 //! A step with `retry = { attempts, … }` tries again after a transient failure (see
@@ -29,7 +29,6 @@ use prometheus::{IntCounterVec, Opts};
 use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tracing::Instrument;
 
 use crate::config::{StepConfig, UpstreamConfig};
@@ -323,7 +322,7 @@ impl Flow {
     /// The `X-Idempotency-Key` of a keyed execution's requests to `step`.
     fn step_key(&self, ctx: &Context, step: &StepConfig) -> Option<String> {
         let key = ctx.idempotency_key.as_ref()?;
-        Some(upstream_key(&ctx.tenant, &self.name, key, &step.name))
+        Some(oncerpc_core::idempotency::upstream_key(&ctx.tenant, &self.name, key, &step.name))
     }
 
     /// One attempt of a step: its JSON output, or its failure and whether another attempt
@@ -424,7 +423,10 @@ impl Flow {
             Ok(serde_json::Value::Object(o)) => o,
             _ => return Err(permanent("the step's input is not a JSON object (a tool's arguments)".into())),
         };
-        let key = ctx.idempotency_key.as_ref().map(|k| upstream_key(&ctx.tenant, &self.name, k, &step.name));
+        let key = ctx
+            .idempotency_key
+            .as_ref()
+            .map(|k| oncerpc_core::idempotency::upstream_key(&ctx.tenant, &self.name, k, &step.name));
         match upstreams.call(&mcp.upstream, &mcp.tool, arguments, key.as_deref()).await {
             Ok(result) if result["isError"] == json!(true) => Err(permanent(format!(
                 "the tool answered an error: {}",
@@ -549,18 +551,6 @@ fn first_input(params: Option<&RawValue>) -> Result<String, RpcError> {
     oncerpc_core::idempotency::without_members(p.get(), &RESERVED_PARAMS).map(|s| s.into_owned())
 }
 
-/// The idempotency key an upstream step receives: the lowercase hex SHA-256 of
-/// `tenant NUL method NUL key NUL step`. Stable for every execution of one (tenant, method,
-/// key), different for each step, and revealing neither the tenant nor the client's key.
-pub fn upstream_key(tenant: &str, method: &str, key: &str, step: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [tenant, method, key, step] {
-        h.update(part.as_bytes());
-        h.update([0u8]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// What the journal records a step as: its name, and a definition of its name and URL (how
 /// it is retried or timed out does not change what its output means).
 fn step_def(step: &StepConfig) -> StepDef {
@@ -611,23 +601,6 @@ pub fn register_flows(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn upstream_keys_differ_per_step_tenant_and_key_and_are_stable() {
-        let a = upstream_key("acme", "orders.create", "k-1", "reserve");
-        assert_eq!(a, upstream_key("acme", "orders.create", "k-1", "reserve"));
-        assert_eq!(a.len(), 64);
-        for other in [
-            upstream_key("acme", "orders.create", "k-1", "confirm"),
-            upstream_key("beta", "orders.create", "k-1", "reserve"),
-            upstream_key("acme", "orders.create", "k-2", "reserve"),
-            upstream_key("acme", "orders.cancel", "k-1", "reserve"),
-            // NUL separators: no ambiguity between ("ab","c") and ("a","bc").
-            upstream_key("acm", "eorders.create", "k-1", "reserve"),
-        ] {
-            assert_ne!(a, other);
-        }
-    }
 
     #[test]
     fn log_quotes_are_bounded_and_escape_control_characters() {

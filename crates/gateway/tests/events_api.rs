@@ -305,7 +305,7 @@ async fn a_failed_event_is_redriven_to_success_under_the_same_id() {
     // The upstream got the step again, with the same step key, and the params as sent.
     let reserves: Vec<_> = up.calls().into_iter().filter(|c| c.step == "reserve").collect();
     assert_eq!(reserves.len(), 2);
-    let expected = oncerpc::flow::upstream_key("acme", "orders.create", "redrive-1", "reserve");
+    let expected = oncerpc_core::idempotency::upstream_key("acme", "orders.create", "redrive-1", "reserve");
     assert!(reserves.iter().all(|c| c.idempotency_key.as_deref() == Some(expected.as_str())), "{reserves:?}");
     assert_eq!(reserves[1].body, reserves[0].body);
     assert_eq!(up.count("confirm"), 1);

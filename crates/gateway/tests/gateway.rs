@@ -90,7 +90,8 @@ async fn upstream_calls_carry_correlation_and_derived_idempotency_keys() {
     assert_eq!(calls.len(), 2);
     for c in &calls {
         assert_eq!(c.correlation_id.as_deref(), Some("corr-123"));
-        let expected = oncerpc::flow::upstream_key("acme", "orders.create", "order-keys", &c.step);
+        let expected =
+            oncerpc_core::idempotency::upstream_key("acme", "orders.create", "order-keys", &c.step);
         assert_eq!(c.idempotency_key.as_deref(), Some(expected.as_str()));
     }
     assert_ne!(calls[0].idempotency_key, calls[1].idempotency_key, "one key per step");

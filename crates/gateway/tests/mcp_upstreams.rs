@@ -9,108 +9,14 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use common::mcp_clients;
+use common::mcp_upstream::{Executions, HttpUpstream, wait_for, wait_up};
 use common::process::{Gateway, Http, TempDir, unique};
+use oncerpc_core::idempotency::upstream_key;
 use serde_json::{Value, json};
-
-/// The upstream's log of executions: one JSON object a line.
-struct Executions(PathBuf);
-
-impl Executions {
-    fn lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.0)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    /// The executions of `tool` with `_meta` key `key`.
-    fn of(&self, tool: &str, key: Option<&str>) -> Vec<Value> {
-        self.lines().into_iter().filter(|l| l["tool"] == tool && l["key"].as_str() == key).collect()
-    }
-
-    fn count(&self, tool: &str) -> usize {
-        self.lines().iter().filter(|l| l["tool"] == tool).count()
-    }
-
-    /// The pid of the upstream process started last.
-    fn last_pid(&self) -> Option<i32> {
-        self.lines().iter().rev().find_map(|l| l["started"].as_i64()).map(|p| p as i32)
-    }
-
-    fn starts(&self) -> usize {
-        self.lines().iter().filter(|l| l.get("started").is_some()).count()
-    }
-
-    /// Hold `slow_charge` in flight until [`release`](Self::release).
-    fn hold(&self) {
-        std::fs::write(self.0.with_extension("log.hold"), "").unwrap();
-    }
-
-    fn release(&self) {
-        let _ = std::fs::remove_file(self.0.with_extension("log.hold"));
-    }
-}
-
-/// The Python upstream over Streamable HTTP on a free loopback port.
-struct HttpUpstream {
-    child: Child,
-    url: String,
-}
-
-impl HttpUpstream {
-    async fn start(python: &str, log: &Executions) -> HttpUpstream {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new(python)
-            .arg(mcp_clients::client_script("mcp_upstream_server.py"))
-            .arg(&log.0)
-            .args(["http", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the Python upstream");
-        let addr = format!("127.0.0.1:{port}");
-        wait_for("the Python upstream to listen", || std::net::TcpStream::connect(&addr).is_ok()).await;
-        HttpUpstream { child, url: format!("http://{addr}/mcp") }
-    }
-}
-
-impl Drop for HttpUpstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Poll (every 50 ms, for at most 30 s) until `done`.
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    for _ in 0..600 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-/// Wait until `/healthz` shows `upstream` connected with tools.
-async fn wait_up(gw: &Http, upstream: &str) {
-    for _ in 0..600 {
-        let health = gw.get("/healthz", &[]).await.json();
-        if health["mcp_upstreams"][upstream]["up"] == true && health["mcp_upstreams"][upstream]["tools"] != 0
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("upstream {upstream} did not connect: {}", gw.get("/healthz", &[]).await.json());
-}
 
 fn sqlite(dir: &TempDir) -> String {
     format!("demo = false\n[store]\nurl = \"sqlite://{}\"\n", dir.file("once.db").display())
@@ -396,7 +302,12 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     assert_eq!((status(&first), status(&again)), ("new", "duplicate"), "{first} {again}");
     let ran = log.of("charge", Some(&key));
     assert_eq!(ran.len(), 1, "{ran:?}");
-    assert_eq!(ran[0]["key_argument"], key.as_str(), "the key in the upstream's own argument too");
+    assert_eq!(ran[0]["key_argument"], ran[0]["key"], "the key in the upstream's own argument too");
+    assert_eq!(
+        ran[0]["key"],
+        upstream_key("default", "pay.charge", &key, "charge"),
+        "the tenant's key, not the client's"
+    );
 
     // The upstream adds a tool and says so: oncerpc lists its tools again and offers it.
     let unlocked = post(&http, &call(9, "pay.unlock_refund", json!({}), &unique("unlock"))).await;

@@ -23,8 +23,14 @@ impl Handler for UpstreamTool {
             for reserved in RESERVED_PARAMS {
                 arguments.remove(reserved);
             }
-            let key = ctx.idempotency_key.as_deref();
-            let result = self.link.call_tool(&self.tool, arguments, key, ctx.progress.clone()).await?;
+            // Every tenant reaches the upstream with oncerpc's one set of credentials: the
+            // client's own key would make two tenants' `order-1` one call there. The upstream
+            // gets a key of this tenant, method and key (and tool), as HTTP steps do.
+            let key = ctx.idempotency_key.as_deref().map(|key| {
+                oncerpc_core::idempotency::upstream_key(&ctx.tenant, &ctx.method, key, &self.tool)
+            });
+            let result =
+                self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone()).await?;
             serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
         })
     }

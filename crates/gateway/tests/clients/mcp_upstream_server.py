@@ -10,7 +10,9 @@ really ran. At start it appends {"started": PID}.
 Tools: `charge` (a command: counts), `slow_charge` (a command that logs its start, then
 waits while the file LOG.hold exists, at most 60 s, so that a test can kill a process while
 it is in flight; cancelled by its client, it logs `slow_charge_cancelled`), `declined` (a command whose result is an isError one), `balance`
-(readOnlyHint: a query), `unlock_refund` (adds a `refund` tool and sends
+(readOnlyHint: a query), `keyed_charge` (a command that honours the key in `_meta`, as payment
+APIs do: a key it has seen gets that call's result again), `flood` (reports progress `count`
+times with `size`-byte messages, `pause_ms` apart), `unlock_refund` (adds a `refund` tool and sends
 notifications/tools/list_changed), `ship` (reports progress three times when the call has a
 progress token; its `region` argument is marked `x-mcp-header: Region`). The commands take an optional `idempotency_key` argument of their
 own, as some servers do (oncerpc's `key_argument`).
@@ -105,6 +107,34 @@ async def ship(
         await ctx.report_progress(i, 3, stage)
     await asyncio.sleep(0.1)
     return {"shipped": order, "region": region}
+
+
+# What keyed_charge answered, by the idempotency key it was called with.
+ANSWERED = {}
+
+
+@mcp.tool(description="Charge once per idempotency key, as a payments API does: a key seen before gets its first call's result.")
+def keyed_charge(amount: int, account: str, ctx: Context, idempotency_key: str | None = None) -> dict:
+    key = seen_key(ctx)
+    if key is not None and key in ANSWERED:
+        return ANSWERED[key]
+    record({"tool": "keyed_charge", "amount": amount, "account": account, "key": key})
+    result = {"args": {"account": account, "amount": amount}, "charged": True}
+    if key is not None:
+        ANSWERED[key] = result
+    return result
+
+
+@mcp.tool(description="Report progress `count` times, each with a message of `size` bytes, `pause_ms` apart.")
+async def flood(count: int, size: int, pause_ms: int, ctx: Context, idempotency_key: str | None = None) -> dict:
+    record({"tool": "flood", "count": count, "size": size, "key": seen_key(ctx)})
+    message = "x" * size
+    for i in range(count):
+        await ctx.report_progress(i + 1, count, message)
+        if pause_ms:
+            await asyncio.sleep(pause_ms / 1000)
+    record({"tool": "flood_done", "key": seen_key(ctx)})
+    return {"flooded": count}
 
 
 @mcp.tool(description="The balance (read-only).", annotations=ToolAnnotations(readOnlyHint=True))

@@ -4,6 +4,7 @@
 
 pub mod faults;
 pub mod mcp_clients;
+pub mod mcp_upstream;
 pub mod pki;
 pub mod process;
 pub mod proxy;
