@@ -112,9 +112,7 @@ pub(crate) async fn post(
             return refuse(door, "no_session", StatusCode::BAD_REQUEST, message);
         }
     };
-    session.key_header = request.idempotency_key;
-    session.key_headers = request.key_headers;
-    session.trace = request.trace;
+    session.carry(request);
     let state = st.clone();
     let level = session.log_level.clone();
     let answering = |outbox| async move {

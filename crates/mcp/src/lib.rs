@@ -116,6 +116,36 @@ impl Session {
             trace: None,
         }
     }
+
+    /// A session of the request's tenant carrying what its transport read (a stateless
+    /// request over HTTP).
+    pub fn carrying(request: oncerpc_core::RequestMeta) -> Session {
+        let mut session = Session::new(request.tenant.clone());
+        session.carry(request);
+        session
+    }
+
+    /// Take the transport's key (`Idempotency-Key`/`X-Idempotency-Key`), the headers a
+    /// method's `key_header` names and the trace context: both eras read keys from the same
+    /// places, and refuse the same conflicts.
+    pub fn carry(&mut self, request: oncerpc_core::RequestMeta) {
+        self.key_header = request.idempotency_key;
+        self.key_headers = request.key_headers;
+        self.trace = request.trace;
+    }
+}
+
+/// A session of a tenant with nothing carried yet (a stateless request on stdio, tests).
+impl From<&str> for Session {
+    fn from(tenant: &str) -> Session {
+        Session::new(tenant)
+    }
+}
+
+impl From<Arc<str>> for Session {
+    fn from(tenant: Arc<str>) -> Session {
+        Session::new(tenant)
+    }
 }
 
 /// What [`McpServer::answer`] sends back.

@@ -18,14 +18,20 @@
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
 //!   (`-32020`, [`RequestHeaders`]), a version that is not served (`-32022`, with
 //!   `data.supported` and `data.requested`).
-//! * **Notifications** are accepted and never answered (`notifications/cancelled` stops a
-//!   running query, as in the session era).
+//! * **Notifications** are accepted and never answered. `notifications/cancelled` stops a
+//!   running query only where it arrives on the connection that carries the call (stdio, one
+//!   client per pipe). Over HTTP every POST is a stream of its own and a stateless request has
+//!   no session to scope its id: a cancellation POSTed on another stream could name any
+//!   client's request, so there it stops nothing, and a client cancels a query by closing the
+//!   request's stream.
+//! * **Keys and trace context** come from the same places as in the session era: `_meta`,
+//!   the arguments, and the transport's `Idempotency-Key`/`X-Idempotency-Key`, `key_header`
+//!   headers and `traceparent`, which the transport hands over in the [`Session`] it passes.
 //! * **While a call runs**, progress (with `_meta.progressToken`) and a flow's steps as log
 //!   messages (only with `_meta["io.modelcontextprotocol/logLevel"]`) go to the transport's
 //!   outbox, as in the session era ([`notify`](crate::notify)).
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -171,10 +177,10 @@ impl McpServer {
     pub async fn stateless(
         &self,
         body: &[u8],
-        tenant: Arc<str>,
+        carried: Session,
         headers: Option<&RequestHeaders<'_>>,
     ) -> StatelessAnswer {
-        self.stateless_with(body, tenant, headers, None).await
+        self.stateless_with(body, carried, headers, None).await
     }
 
     /// [`stateless`](Self::stateless), sending the notifications of a call while it runs to
@@ -183,10 +189,11 @@ impl McpServer {
     pub async fn stateless_with(
         &self,
         body: &[u8],
-        tenant: Arc<str>,
+        carried: Session,
         headers: Option<&RequestHeaders<'_>>,
         outbox: Option<Outbox>,
     ) -> StatelessAnswer {
+        let tenant = carried.tenant.clone();
         let refused = |id: Option<Id<'_>>, r: Refused| {
             self.metrics.request("other", "refused");
             StatelessAnswer {
@@ -222,12 +229,17 @@ impl McpServer {
                 }
             }
         };
-        let mut session = Session::new(tenant.clone());
+        // What the transport carried (tenant, key and trace headers); nothing kept from before.
+        let mut session = carried;
         session.version = Some(STATELESS_VERSIONS[0]);
+        session.id = None;
         let Some(id) = req.id else {
-            // Notifications (cancelled, on stdio): nothing to answer. A cancelled query stops;
-            // a cancelled command runs on and stores its outcome, which the retry gets.
-            let stopped = req.method == "notifications/cancelled" && self.cancel(&req, &session);
+            // Notifications: nothing to answer. A cancelled query stops, when the cancellation
+            // comes on the call's own connection (stdio; over HTTP, `headers` is there and the
+            // POST is another client's stream as much as the caller's: nothing stops); a
+            // cancelled command runs on and stores its outcome, which the retry gets.
+            let stopped =
+                req.method == "notifications/cancelled" && headers.is_none() && self.cancel(&req, &session);
             self.metrics.request(&req.method, "notification");
             tracing::info!(mcp_method = %LogSafe(&req.method), tenant = %tenant, stopped, "MCP notification (2026-07-28)");
             return StatelessAnswer { body: None, status: Status::Accepted, message: None };

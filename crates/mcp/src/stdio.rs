@@ -31,7 +31,7 @@ where
             // A message whose _meta names its protocol version is 2026-07-28's (stateless).
             if crate::stateless::is_stateless(body, None) {
                 return server
-                    .stateless_with(body, session.tenant.clone(), None, Some(outbox.clone()))
+                    .stateless_with(body, Session::new(session.tenant.clone()), None, Some(outbox.clone()))
                     .await
                     .body;
             }

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use oncerpc_mcp::RequestHeaders;
 use oncerpc_mcp::stateless::Status;
+use oncerpc_mcp::{RequestHeaders, Session};
 
 use super::{VERSION_HEADER, refused};
 use crate::AppState;
@@ -34,6 +34,12 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
     // shared buffer: no copy of the request's headers).
     let owned = Owned::from(headers);
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    // The key, key_header and trace headers, read as in the session era (and on /rpc): both
+    // eras take a key from the same places and refuse the same conflicts.
+    let carried = match crate::request_meta(&st, headers, tenant) {
+        Ok(request) => Session::carrying(request),
+        Err(e) => return super::refuse(door, "key_header", StatusCode::BAD_REQUEST, e.message.to_string()),
+    };
     // A request that asks for neither progress nor log messages gets no notification: it is
     // answered without the event-stream machinery (a channel and a boxed future per call).
     let answer = if may_notify(&bytes) {
@@ -41,14 +47,14 @@ pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, t
         let answering = |outbox| async move {
             let door = state.mcp.as_ref().expect("the MCP door is on");
             let checked = owned.borrowed();
-            door.server.stateless_with(&bytes, tenant, Some(&checked), outbox).await
+            door.server.stateless_with(&bytes, carried, Some(&checked), outbox).await
         };
         match crate::sse::respond(headers, answering, |a| a.body).await {
             Ok(done) => done,
             Err(events) => return events,
         }
     } else {
-        door.server.stateless_with(&bytes, tenant, Some(&owned.borrowed()), None).await
+        door.server.stateless_with(&bytes, carried, Some(&owned.borrowed()), None).await
     };
     match (answer.status, answer.body) {
         (Status::Refused(why), Some(body)) => {
