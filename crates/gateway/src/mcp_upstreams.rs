@@ -196,7 +196,7 @@ impl UpstreamConfig {
     }
 }
 
-/// Every upstream's rules, and names given once.
+/// Every upstream's rules, names given once, and no two upstreams that could export one name.
 pub fn check(upstreams: &[UpstreamConfig]) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for u in upstreams {
@@ -205,7 +205,46 @@ pub fn check(upstreams: &[UpstreamConfig]) -> Result<(), String> {
             return Err(format!("mcp.upstreams: {:?} is named twice", u.name));
         }
     }
+    for (i, a) in upstreams.iter().enumerate() {
+        for b in &upstreams[i + 1..] {
+            if let Some(clash) = may_clash(a, b) {
+                return Err(format!(
+                    "mcp.upstreams.{} and mcp.upstreams.{} both export tools as {:?}{clash}: one name \
+                     would be two tools, and a call could reach the other server; give each its own \
+                     prefix, or tools lists without a name in common",
+                    a.name, b.name, a.prefix
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// Whether two upstreams with one `prefix` may export a tool under one name: `Some` (with
+/// the name, when known) unless their `tools` lists show they cannot. Upstreams' lists are
+/// known only once they are connected: a clash the config cannot show (prefixes such as `a`
+/// and `a.`) is withheld when it happens, and the tool stays with the upstream that offered
+/// it first.
+fn may_clash(a: &UpstreamConfig, b: &UpstreamConfig) -> Option<String> {
+    if a.prefix != b.prefix {
+        return None;
+    }
+    fn literal(u: &UpstreamConfig) -> Option<&Vec<String>> {
+        (!u.tools.is_empty() && u.tools.iter().all(|t| !t.contains(['*', '?', '[', '{', '\\'])))
+            .then_some(&u.tools)
+    }
+    let matches = |names: &Vec<String>, other: &UpstreamConfig| {
+        let set = oncerpc_mcp_upstream::export::allowlist(&other.tools).ok()?;
+        names
+            .iter()
+            .find(|n| set.is_match(n.as_str()))
+            .map(|n| format!(" ({:?})", format!("{}{n}", a.prefix)))
+    };
+    match (literal(a), literal(b)) {
+        (Some(names), _) => matches(names, b),
+        (None, Some(names)) => matches(names, a),
+        (None, None) => Some(String::new()),
+    }
 }
 
 /// The configured upstreams, not yet connected (`None`: none configured). `store.lease_ms`
@@ -372,5 +411,34 @@ mod tests {
         assert!(!refused.contains("s3cret"), "the refusal does not repeat the secret: {refused}");
         upstream("https://mail.example/mcp?to=a@b.example").check().expect("an @ after the host is no user");
         upstream("http://127.0.0.1:9000/mcp").check().expect("a plain URL");
+    }
+
+    #[test]
+    fn two_upstreams_that_could_export_one_name_are_a_config_error() {
+        let upstream = |name: &str, extra: &str| -> UpstreamConfig {
+            toml::from_str(&format!("name = {name:?}\nurl = \"http://127.0.0.1:9/mcp\"\n{extra}"))
+                .expect("an upstream")
+        };
+        let refused = |a: &UpstreamConfig, b: &UpstreamConfig| check(&[a.clone(), b.clone()]).err();
+        // One prefix (none) and every tool of both: any name both have is two tools.
+        let e = refused(&upstream("mail", ""), &upstream("pay", "")).expect("a clash");
+        assert!(e.contains("mcp.upstreams.mail and mcp.upstreams.pay"), "{e}");
+        assert!(e.contains("give each its own prefix"), "{e}");
+        // The same prefix, lists with a name in common (literally, or by a glob).
+        let (a, b) = (
+            upstream("mail", "prefix = \"x.\"\ntools = [\"charge\", \"send\"]"),
+            upstream("pay", "prefix = \"x.\"\ntools = [\"charge\"]"),
+        );
+        let e = refused(&a, &b).expect("a clash");
+        assert!(e.contains("\"x.charge\""), "{e}");
+        let e = refused(&upstream("pay", "prefix = \"x.\"\ntools = [\"ch*\"]"), &a).expect("a clash");
+        assert!(e.contains("\"x.charge\""), "{e}");
+        // Not a clash: other prefixes, or lists without a name in common.
+        assert_eq!(
+            refused(&upstream("mail", "prefix = \"mail.\""), &upstream("pay", "prefix = \"pay.\"")),
+            None
+        );
+        assert_eq!(refused(&a, &upstream("pay", "prefix = \"x.\"\ntools = [\"refund\"]")), None);
+        assert_eq!(refused(&a, &upstream("pay", "prefix = \"x.\"\ntools = [\"re*\"]")), None);
     }
 }

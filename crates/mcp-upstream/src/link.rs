@@ -164,10 +164,12 @@ impl Link {
                         _ = connection.shared.closed() => break,
                         _ = self.relist.notified() => {
                             (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
+                            self.report(&external, true, None);
                             tracing::info!(upstream = %name, tools = external.names(&name).len(), "MCP upstream tools listed again (list_changed)");
                         }
                         _ = tokio::time::sleep(relist_in), if ttl.is_some() => {
                             (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
+                            self.report(&external, true, None);
                         }
                         _ = stop.changed() => {
                             connection.close();
@@ -244,6 +246,13 @@ impl Link {
 
     fn report(&self, external: &External, up: bool, error: Option<&str>) {
         let mut state = json!({ "up": up, "tools": external.names(&self.spec.name).len() });
+        let withheld = external.withheld(&self.spec.name);
+        if !withheld.is_empty() {
+            // Tools whose name another upstream offered first: not offered, so a call never
+            // reaches a server its client did not mean.
+            state["withheld"] =
+                withheld.iter().map(|(tool, by)| json!({ "tool": tool, "offered_by": by })).collect();
+        }
         if let Some(e) = error {
             state["error"] = json!(e);
         }

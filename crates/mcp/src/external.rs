@@ -40,9 +40,22 @@ struct Inner {
 /// The external tools at one moment, in source then name order.
 #[derive(Default)]
 pub struct Set {
-    by_source: BTreeMap<String, Vec<Arc<ExternalTool>>>,
+    /// What each source offers, withheld tools included, and when it began to offer tools
+    /// (the earlier source keeps a name two of them export).
+    by_source: BTreeMap<String, Offer>,
     by_name: HashMap<String, Arc<ExternalTool>>,
     pub(crate) list: Vec<Arc<ExternalTool>>,
+    /// The tools withheld now, by source: (exported name, the source that has it).
+    withheld: BTreeMap<String, Vec<(String, String)>>,
+    /// The next source's place in the order of arrival.
+    next: u64,
+}
+
+/// One source's tools, and its place in the order of arrival.
+#[derive(Clone)]
+struct Offer {
+    since: u64,
+    tools: Vec<Arc<ExternalTool>>,
 }
 
 impl std::fmt::Debug for External {
@@ -53,19 +66,73 @@ impl std::fmt::Debug for External {
 
 impl External {
     /// Replace every tool of `source` with `tools` (none: the source offers nothing now).
+    ///
+    /// One name is one tool: a tool whose exported name another source offered first is
+    /// withheld (logged, and shown by `/healthz`), never put in the other's place, so that a
+    /// call can never reach a server its client did not mean — with its arguments and key.
+    /// A withheld tool appears once the name is free again (the other source dropped it) and
+    /// its own source's list is read again.
     pub fn replace(&self, source: &str, tools: Vec<ExternalTool>) {
         let mut guard = self.inner.set.write().unwrap_or_else(|e| e.into_inner());
         let mut by_source = guard.by_source.clone();
+        let mut next = guard.next;
         let mut tools: Vec<Arc<ExternalTool>> = tools.into_iter().map(Arc::new).collect();
         tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
         if tools.is_empty() {
             by_source.remove(source);
         } else {
-            by_source.insert(source.to_owned(), tools);
+            let since = by_source.get(source).map_or_else(
+                || {
+                    next += 1;
+                    next
+                },
+                |o| o.since,
+            );
+            by_source.insert(source.to_owned(), Offer { since, tools });
         }
-        let list: Vec<Arc<ExternalTool>> = by_source.values().flatten().cloned().collect();
+        // The sources in order of arrival: each name to the first that offers it.
+        let mut order: Vec<(&String, &Offer)> = by_source.iter().collect();
+        order.sort_by_key(|(_, o)| o.since);
+        let mut owner: HashMap<&str, &str> = HashMap::new();
+        let mut withheld: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for (name, offer) in &order {
+            for t in &offer.tools {
+                match owner.get(t.tool.name.as_str()) {
+                    Some(first) => withheld
+                        .entry((*name).clone())
+                        .or_default()
+                        .push((t.tool.name.clone(), (*first).to_owned())),
+                    None => {
+                        owner.insert(&t.tool.name, name);
+                    }
+                }
+            }
+        }
+        let list: Vec<Arc<ExternalTool>> = by_source
+            .iter()
+            .flat_map(|(name, o)| {
+                o.tools.iter().filter(|t| owner.get(t.tool.name.as_str()) == Some(&name.as_str()))
+            })
+            .cloned()
+            .collect();
         let by_name = list.iter().map(|t| (t.tool.name.clone(), t.clone())).collect();
-        *guard = Arc::new(Set { by_source, by_name, list });
+        if let Some(clashes) = withheld.get(source) {
+            for (tool, first) in clashes {
+                tracing::warn!(
+                    upstream = %source,
+                    tool = %oncerpc_core::LogSafe(tool),
+                    offered_by = %first,
+                    "MCP upstream tool withheld: another upstream offers a tool of the same name \
+                     (give each upstream its own prefix)"
+                );
+            }
+        }
+        *guard = Arc::new(Set { by_source, by_name, list, withheld, next });
+    }
+
+    /// The tools of `source` withheld now: (exported name, the source that offers it).
+    pub fn withheld(&self, source: &str) -> Vec<(String, String)> {
+        self.snapshot().withheld.get(source).cloned().unwrap_or_default()
     }
 
     /// The tool called `name`, if a source offers it now.
@@ -81,7 +148,13 @@ impl External {
     /// The names of the tools `source` offers now.
     pub fn names(&self, source: &str) -> Vec<String> {
         let set = self.snapshot();
-        set.by_source.get(source).map_or_else(Vec::new, |t| t.iter().map(|t| t.tool.name.clone()).collect())
+        set.by_source.get(source).map_or_else(Vec::new, |o| {
+            o.tools
+                .iter()
+                .filter(|t| set.by_name.get(&t.tool.name).is_some_and(|owned| Arc::ptr_eq(owned, t)))
+                .map(|t| t.tool.name.clone())
+                .collect()
+        })
     }
 
     /// Record `source`'s state (shown by `/healthz`).
