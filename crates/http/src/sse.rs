@@ -12,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use oncerpc_mcp::Outbox;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 /// Whether the request's `Accept` names `text/event-stream` (a media range of it, its
 /// parameters aside; case-insensitive). Read as bytes: it is on every MCP request.
@@ -65,7 +65,7 @@ pub(crate) async fn respond<T: Send + 'static, F>(
 where
     F: Future<Output = T> + Send + 'static,
 {
-    let (outbox, mut notes) = tokio::sync::mpsc::unbounded_channel();
+    let (outbox, mut notes) = Outbox::channel();
     let mut answering = Box::pin(answering(accepted(headers).then_some(outbox)));
     let done = tokio::select! {
         biased;
@@ -93,14 +93,14 @@ fn at_once(messages: impl IntoIterator<Item = Vec<u8>>) -> Response {
 
 /// The call still runs: `first`, then each notification as it comes, then the answer
 /// `answering` gives (none for a notification), then the end of the stream.
-fn streaming<F>(first: Vec<u8>, notes: UnboundedReceiver<Vec<u8>>, answering: F) -> Response
+fn streaming<F>(first: Vec<u8>, notes: Receiver<Vec<u8>>, answering: F) -> Response
 where
     F: Future<Output = Option<Vec<u8>>> + Send + 'static,
 {
     enum State<F> {
-        First(Vec<u8>, UnboundedReceiver<Vec<u8>>, Pin<Box<F>>),
-        Running(UnboundedReceiver<Vec<u8>>, Pin<Box<F>>),
-        Draining(UnboundedReceiver<Vec<u8>>, Option<Vec<u8>>),
+        First(Vec<u8>, Receiver<Vec<u8>>, Pin<Box<F>>),
+        Running(Receiver<Vec<u8>>, Pin<Box<F>>),
+        Draining(Receiver<Vec<u8>>, Option<Vec<u8>>),
         Done,
     }
     let state = State::First(first, notes, Box::pin(answering));
@@ -118,10 +118,7 @@ where
             State::Done => None,
         }
     });
-    fn next_drained<F>(
-        mut notes: UnboundedReceiver<Vec<u8>>,
-        answer: Option<Vec<u8>>,
-    ) -> Option<(Bytes, State<F>)> {
+    fn next_drained<F>(mut notes: Receiver<Vec<u8>>, answer: Option<Vec<u8>>) -> Option<(Bytes, State<F>)> {
         match notes.try_recv() {
             Ok(n) => Some((event(&n), State::Draining(notes, answer))),
             Err(_) => answer.map(|a| (event(&a), State::Done)),

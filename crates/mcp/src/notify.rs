@@ -53,7 +53,7 @@ pub fn progress(
                     let mut params = forwarded(token, p);
                     meta(&mut params);
                     let n = json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": params });
-                    let _ = outbox.send(n.to_string().into_bytes());
+                    outbox.send(n.to_string().into_bytes());
                 }
                 return;
             }
@@ -69,7 +69,7 @@ pub fn progress(
             meta(&mut params);
             let n = json!({ "jsonrpc": "2.0", "method": "notifications/progress", "params": params });
             // A client that left: the call runs on, its outcome is stored for the retry.
-            let _ = outbox.send(n.to_string().into_bytes());
+            outbox.send(n.to_string().into_bytes());
         }
         let level = if step.ok { "info" } else { "warning" };
         if floor.is_some_and(|floor| rank(level).is_some_and(|r| r >= floor)) {
@@ -80,20 +80,32 @@ pub fn progress(
             });
             meta(&mut params);
             let n = json!({ "jsonrpc": "2.0", "method": "notifications/message", "params": params });
-            let _ = outbox.send(n.to_string().into_bytes());
+            outbox.send(n.to_string().into_bytes());
         }
     }))
 }
 
+/// The most of an upstream's progress message passed on, in bytes: a server that sends
+/// 64 KiB of "progress" gets its first 1 KiB through (cut at a character, ending in `…`).
+pub const MAX_FORWARDED_MESSAGE: usize = 1024;
+
 /// The params of a forwarded `notifications/progress`: the upstream's figures under the
-/// client's token (a total or message only when the upstream sent one).
+/// client's token (a total or message only when the upstream sent one; the message cut at
+/// [`MAX_FORWARDED_MESSAGE`]).
 fn forwarded(token: &Value, p: &ToolProgress<'_>) -> Value {
     let mut params = json!({ "progressToken": token, "progress": p.progress });
     if let Some(total) = p.total {
         params["total"] = json!(total);
     }
     if let Some(message) = p.message {
-        params["message"] = json!(message);
+        params["message"] = match message.len() <= MAX_FORWARDED_MESSAGE {
+            true => json!(message),
+            false => {
+                let cut =
+                    (0..=MAX_FORWARDED_MESSAGE).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+                json!(format!("{}…", &message[..cut]))
+            }
+        };
     }
     params
 }
@@ -105,8 +117,7 @@ mod tests {
 
     #[test]
     fn an_upstreams_progress_goes_out_under_the_clients_token_and_steps_as_before() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let outbox: Outbox = tx;
+        let (outbox, mut rx) = Outbox::channel();
         let p = progress(Some(&outbox), Some(json!("tok-1")), None, "pay.charge", None).expect("a sink");
         p.forward(&ToolProgress { progress: 0.5, total: Some(2.0), message: Some("half") });
         p.forward(&ToolProgress { progress: 1.0, total: None, message: None });
@@ -127,5 +138,29 @@ mod tests {
         let quiet = progress(Some(&outbox), None, Some("info"), "pay.charge", None).expect("a log sink");
         quiet.forward(&ToolProgress { progress: 0.5, total: None, message: None });
         assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_flood_of_progress_is_bounded_in_number_and_in_size() {
+        let (outbox, mut rx) = Outbox::channel();
+        let p = progress(Some(&outbox), Some(json!(7)), None, "mail.send", None).expect("a sink");
+        let huge = "é".repeat(32 * 1024);
+        for i in 0..3_000 {
+            p.forward(&ToolProgress { progress: f64::from(i), total: None, message: Some(&huge) });
+        }
+        let sent: Vec<Value> =
+            std::iter::from_fn(|| rx.try_recv().ok()).map(|b| serde_json::from_slice(&b).unwrap()).collect();
+        // The first ones the client has not read yet are kept; the rest are dropped.
+        assert_eq!(sent.len(), oncerpc_stdio::OUTBOX_CAPACITY);
+        assert_eq!(sent[0]["params"]["progress"], 0.0);
+        let message = sent[0]["params"]["message"].as_str().unwrap();
+        assert!(message.len() <= MAX_FORWARDED_MESSAGE + '…'.len_utf8(), "{}", message.len());
+        assert!(message.ends_with('…') && message.starts_with("éé"), "cut at a character");
+        // A short message goes through whole.
+        p.forward(&ToolProgress { progress: 1.0, total: None, message: Some("half") });
+        assert_eq!(
+            serde_json::from_slice::<Value>(&rx.try_recv().unwrap()).unwrap()["params"]["message"],
+            "half"
+        );
     }
 }

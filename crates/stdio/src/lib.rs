@@ -76,7 +76,30 @@ where
 
 /// Messages a protocol sends while it is answering one (the MCP door's progress and log
 /// notifications): each is written, framed, as soon as it is sent, before the answer.
-pub type Outbox = mpsc::UnboundedSender<Vec<u8>>;
+///
+/// Bounded: a notification is never worth memory. One that finds [`OUTBOX_CAPACITY`]
+/// messages not yet written (a client that reads slowly or not at all, a server that floods
+/// progress) is dropped; the answer itself never travels here, so it is never lost behind them.
+#[derive(Clone, Debug)]
+pub struct Outbox(mpsc::Sender<Vec<u8>>);
+
+/// Notifications an [`Outbox`] holds before it drops new ones.
+pub const OUTBOX_CAPACITY: usize = 64;
+
+impl Outbox {
+    /// An outbox and the receiving end its transport writes from.
+    pub fn channel() -> (Outbox, mpsc::Receiver<Vec<u8>>) {
+        let (tx, rx) = mpsc::channel(OUTBOX_CAPACITY);
+        (Outbox(tx), rx)
+    }
+
+    /// Send a notification, or drop it when the outbox is full or its transport is gone
+    /// (a client that left: the call runs on, its outcome is stored for the retry). Whether
+    /// it was taken.
+    pub fn send(&self, message: Vec<u8>) -> bool {
+        self.0.try_send(message).is_ok()
+    }
+}
 
 /// Frames read ahead while a message is being answered, at most; past it reading waits.
 const READ_AHEAD: usize = 64;
@@ -126,7 +149,7 @@ where
     let mut idle = Some(FrameReader::new(input, max_body));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut out = Vec::with_capacity(4096);
-    let (outbox, mut sent) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (outbox, mut sent) = Outbox::channel();
     let mut in_progress: Option<Reading<'_, R>> = None;
     let mut pending: VecDeque<Read> = VecDeque::new();
     // EOF or unframeable input was read (and queued): nothing more to read.
