@@ -42,6 +42,10 @@ impl Default for ServeConfig {
     }
 }
 
+/// The client address of a request, where a route needs it (the console's log-in).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Peer(pub std::net::IpAddr);
+
 /// Requests in progress on one connection and when the last one began or ended.
 struct Activity {
     active: AtomicUsize,
@@ -82,6 +86,62 @@ impl Drop for ActiveRequest {
     fn drop(&mut self) {
         self.0.touch();
         self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The body of an answer that streams (MCP's server-sent events): while it waits for the
+/// server's next event the request is in progress, however long the call runs; once an event
+/// is handed to hyper it is the client's turn, and a client that takes none for the idle time
+/// is closed like an idle connection, so one that stopped reading holds nothing for long.
+/// An answer of known size (every other one) is not wrapped: its request ended with it.
+struct Streaming {
+    body: Body,
+    activity: Arc<Activity>,
+    waiting: Option<ActiveRequest>,
+}
+
+impl Streaming {
+    /// The answer to the request `active`, which ends with it (known size) or with its
+    /// body's first event (a stream).
+    fn wrap(resp: hyper::Response<Body>, active: ActiveRequest) -> hyper::Response<Body> {
+        use axum::body::HttpBody;
+        if resp.body().size_hint().exact().is_some() {
+            return resp;
+        }
+        let activity = active.0.clone();
+        resp.map(|body| Body::new(Streaming { body, activity, waiting: Some(active) }))
+    }
+}
+
+impl axum::body::HttpBody for Streaming {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.body).poll_frame(cx);
+        match polled {
+            // The server's turn: in progress.
+            std::task::Poll::Pending => {
+                if this.waiting.is_none() {
+                    this.waiting = Some(this.activity.begin());
+                }
+            }
+            // An event handed on, or the end: the client's turn.
+            std::task::Poll::Ready(_) => this.waiting = None,
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -169,7 +229,8 @@ struct Connection {
     watcher: hyper_util::server::graceful::Watcher,
     /// With no request in progress for this long the connection is closed: the lesser of
     /// the idle and the header timeouts. A request is in progress from its complete head
-    /// to its answer, so this also bounds the wait for the next complete head — what
+    /// to its answer (a streamed answer: while its body waits for the server, [`Streaming`]),
+    /// so this also bounds the wait for the next complete head — what
     /// hyper's `header_read_timeout` did, with a timer and an allocation per request.
     idle: Duration,
     peer: std::net::SocketAddr,
@@ -198,8 +259,13 @@ impl Connection {
         let FrontDoor { router, rpc } = door;
         let svc = hyper_util::service::TowerToHyperService::new(router);
         let act = activity.clone();
-        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             let active = act.begin();
+            // The console's log-in throttles failures per client address: only that route
+            // gets the address (an extension on every request would cost every request).
+            if req.uri().path() == crate::console::LOGIN_PATH {
+                req.extensions_mut().insert(Peer(peer.ip()));
+            }
             let fut = match &rpc {
                 Some(st) if req.method() == hyper::Method::POST && req.uri().path() == "/rpc" => {
                     let st = st.clone();
@@ -211,8 +277,7 @@ impl Connection {
             };
             async move {
                 let resp = fut.await;
-                drop(active);
-                resp
+                resp.map(|r| Streaming::wrap(r, active))
             }
         });
         let conn = watcher.watch(builder.serve_connection(hyper_util::rt::TokioIo::new(io), svc));

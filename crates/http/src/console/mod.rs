@@ -20,6 +20,7 @@ mod event;
 mod events;
 mod session;
 mod status;
+mod throttle;
 mod view;
 
 use std::sync::Arc;
@@ -34,6 +35,9 @@ use maud::Markup;
 
 use crate::{AppState, Door};
 pub(crate) use session::Session;
+
+/// The log-in form's route.
+pub(crate) const LOGIN_PATH: &str = "/console/login";
 
 /// The console's settings (`[console]`); absent from [`HttpConfig`](crate::HttpConfig): off.
 #[derive(Debug, Clone)]
@@ -67,6 +71,8 @@ pub(crate) struct Console {
     /// `oncerpc_console_refusals_total{reason}`.
     refusals: prometheus::IntCounterVec,
     pub rates: status::Rates,
+    /// Failed log-ins per client address and form.
+    pub throttle: throttle::Throttle,
 }
 
 impl Console {
@@ -74,14 +80,14 @@ impl Console {
         let refusals = prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "oncerpc_console_refusals_total",
-                "Console requests refused, by reason (login: wrong key; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses)",
+                "Console requests refused, by reason (login: wrong key; throttled: a log-in from an address or form with too many wrong keys; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses)",
             ),
             &["reason"],
         )
         .expect("valid metric");
         let _ = registry.register(Box::new(refusals.clone()));
         let sessions = session::Sessions::new(config.session_idle, config.max_sessions);
-        Console { config, sessions, refusals, rates: status::Rates::default() }
+        Console { config, sessions, refusals, rates: status::Rates::default(), throttle: Default::default() }
     }
 }
 
@@ -90,7 +96,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/console", get(session::home))
         .route("/console/", get(session::home))
-        .route("/console/login", get(session::login_page).post(session::login))
+        .route(LOGIN_PATH, get(session::login_page).post(session::login))
         .route("/console/logout", post(session::logout))
         .route("/console/events", get(events::page))
         .route("/console/counts", get(events::counts))

@@ -139,7 +139,12 @@ fn login_form(st: &AppState, status: StatusCode, error: Option<&str>) -> Respons
 
 /// `POST /console/login` (`api_key`, `csrf`): a session for the key's tenant, or the form
 /// again with `401`.
-pub(crate) async fn login(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+pub(crate) async fn login(
+    State(st): State<Arc<AppState>>,
+    peer: Option<axum::Extension<crate::serve::Peer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let fields = match form(&st, body, &headers).await {
         Ok(f) => f,
         Err(resp) => return resp,
@@ -157,6 +162,18 @@ pub(crate) async fn login(State(st): State<Arc<AppState>>, headers: HeaderMap, b
             "The login form is missing its security token (or it is stale): reload the page and try again.",
         );
     }
+    // Too many wrong keys from this address or with this form: refused until the window
+    // ends, whatever the key (guessing gains nothing; the right key works again after).
+    let address = peer.map(|axum::Extension(p)| p.0);
+    let form_token = field(&fields, "csrf").unwrap_or("");
+    let throttle = &console(&st).throttle;
+    if let Some(wait) = throttle.held(address, form_token, Instant::now()) {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let message = format!("Too many wrong API keys: try again in {secs} seconds.");
+        let mut resp = refused(&st, StatusCode::TOO_MANY_REQUESTS, "throttled", &message);
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
     let presented = field(&fields, "api_key").unwrap_or("");
     let tenant = if st.config.tenants.is_empty() {
         Some(st.default_tenant.clone())
@@ -164,10 +181,12 @@ pub(crate) async fn login(State(st): State<Arc<AppState>>, headers: HeaderMap, b
         st.config.tenants.authenticate(presented)
     };
     let Some(tenant) = tenant else {
+        throttle.failed(address, form_token, Instant::now());
         console(&st).refusals.with_label_values(&["login"]).inc();
         tracing::info!(status = 401, reason = "login", "console login refused: wrong API key");
         return login_form(&st, StatusCode::UNAUTHORIZED, Some("That API key is not valid."));
     };
+    throttle.succeeded(address, form_token);
     tracing::info!(tenant = %oncerpc_core::LogSafe(&tenant), "console login");
     let id = console(&st).sessions.open(tenant);
     let mut resp = see_other("/console/events");
