@@ -204,3 +204,49 @@ async fn console_pages_obey_the_tenants_limits_and_say_when_the_store_is_down() 
     assert!(page.headers().contains_key("retry-after"));
     s.stop().await;
 }
+
+/// A burst of wrong keys (issue: 300 in 0.09 s, then the right key logged in): after five
+/// wrong keys from one address, every log-in is `429` with `Retry-After` until the window
+/// ends — the right key too, so a burst gains nothing — counted and logged once each; a fresh
+/// form from the same address does not start afresh. (That the right key works again after
+/// the window is the throttle's own unit test, on a clock of its own.)
+#[tokio::test]
+async fn a_burst_of_wrong_keys_is_throttled_per_address_and_form() {
+    let s = TestServer::start_with(config()).await;
+    let c = client();
+    let (token, pre) = login_form(&s, &c).await;
+    let login = |token: String, pre: String, key: &'static str| {
+        let c = c.clone();
+        let url = s.url("/console/login");
+        async move {
+            c.post(url)
+                .header("cookie", pre)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(format!("api_key={key}&csrf={token}"))
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let (wrong_before, throttled_before) = (refusals(&s, "login").await, refusals(&s, "throttled").await);
+    let mut statuses = Vec::new();
+    for _ in 0..300 {
+        statuses.push(login(token.clone(), pre.clone(), "wrong-key-guess-0001").await.status().as_u16());
+    }
+    assert!(statuses[..5].iter().all(|&s| s == 401), "{:?}", &statuses[..6]);
+    assert!(statuses[5..].iter().all(|&s| s == 429), "then refused without a look at the key");
+    assert_eq!(refusals(&s, "login").await, wrong_before + 5);
+    assert_eq!(refusals(&s, "throttled").await, throttled_before + 295);
+
+    // The right key, with this form or a fresh one from the same address: still 429.
+    let (fresh, fresh_pre) = login_form(&s, &c).await;
+    for (token, pre) in [(token, pre), (fresh, fresh_pre)] {
+        let resp = login(token, pre, KEY).await;
+        assert_eq!(resp.status(), 429);
+        let wait: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=60).contains(&wait), "{wait}");
+        assert!(resp.headers().get("set-cookie").is_none(), "no session");
+        assert!(resp.text().await.unwrap().contains("Too many wrong API keys"));
+    }
+    s.stop().await;
+}
