@@ -62,23 +62,43 @@ pub enum JournalError {
 }
 
 /// What a journal entry says produced its output: a step's name and the fingerprint of its
-/// definition (whatever the flow executor hashes with [`StepDef::new`]).
+/// definition (whatever the flow executor hashes with [`StepDef::new`]: a step's identity,
+/// never where it is sent, so that replicas sending it to different URLs resume each other).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepDef {
     pub name: String,
     /// Lowercase hex SHA-256 of the definition's parts.
     pub def: String,
+    /// The fingerprint an earlier release journaled the same step under, also accepted when
+    /// resuming ([`StepDef::journaled_before_as`]).
+    pub legacy: Option<String>,
+}
+
+fn fingerprint(name: &str, parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in std::iter::once(name).chain(parts.iter().copied()) {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    crate::idempotency::hex(&h.finalize())
 }
 
 impl StepDef {
-    /// Step `name` defined by `parts` (e.g. its URL): SHA-256 of `name NUL part NUL …`.
+    /// Step `name` defined by `parts` (e.g. its kind): SHA-256 of `name NUL part NUL …`.
     pub fn new(name: &str, parts: &[&str]) -> StepDef {
-        let mut h = Sha256::new();
-        for p in std::iter::once(name).chain(parts.iter().copied()) {
-            h.update(p.as_bytes());
-            h.update([0u8]);
-        }
-        StepDef { name: name.to_owned(), def: crate::idempotency::hex(&h.finalize()) }
+        StepDef { name: name.to_owned(), def: fingerprint(name, parts), legacy: None }
+    }
+
+    /// Accept, too, a journal entry an earlier release wrote for this step with the definition
+    /// `parts`: an execution in flight across an upgrade resumes where it was.
+    pub fn journaled_before_as(mut self, parts: &[&str]) -> StepDef {
+        self.legacy = Some(fingerprint(&self.name, parts));
+        self
+    }
+
+    /// Whether a journal entry of step `name` with definition `def` is this step's.
+    fn journaled(&self, name: &str, def: &str) -> bool {
+        self.name == name && (self.def == def || self.legacy.as_deref() == Some(def))
     }
 }
 
@@ -125,10 +145,14 @@ pub fn entry(step: &StepDef, flow: &str, output: &str) -> String {
 /// fails with this, and a force retry starts it from the first step.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ResumeError {
-    /// Finished step `index` is no longer step `index` of the flow, by name or definition.
+    /// Finished step `index` is no longer step `index` of the flow, by name or kind.
     #[error(
         "step {index} finished as {journaled:?} but the flow's step {index} is now {}",
-        current.as_deref().map_or("absent".to_owned(), |c| format!("{c:?} (or its definition changed)"))
+        match current.as_deref() {
+            None => "absent".to_owned(),
+            Some(c) if c == journaled => format!("{c:?} of another kind (an HTTP step became an MCP tool step, or the reverse)"),
+            Some(c) => format!("{c:?}"),
+        }
     )]
     Changed { index: u32, journaled: String, current: Option<String> },
     /// The entry does not say which step wrote it (written before steps were recorded by
@@ -156,7 +180,7 @@ pub fn resume(stored: &Journal, flow: &str, steps: &[StepDef]) -> Result<Vec<Str
             .ok_or(ResumeError::Unnamed { index })?;
         if e.flow != flow {
             let current = steps.get(expected);
-            if current.is_none_or(|c| c.name != e.step || c.def != e.def) {
+            if current.is_none_or(|c| !c.journaled(&e.step, &e.def)) {
                 let current = current.map(|c| c.name.clone());
                 return Err(ResumeError::Changed { index, journaled: e.step, current });
             }
@@ -331,14 +355,17 @@ mod tests {
         let new = defs(&[A, NEW, B, C]);
         let e = resume(&j, &flow_fingerprint(&new), &new).unwrap_err();
         assert_eq!(e, ResumeError::Changed { index: 1, journaled: "b".into(), current: Some("new".into()) });
-        assert_eq!(
-            e.to_string(),
-            r#"step 1 finished as "b" but the flow's step 1 is now "new" (or its definition changed)"#
-        );
-        // The same name with another definition is a change too; so is a removed step.
-        let moved = defs(&[A, ("b", "http://elsewhere/b"), C]);
-        let e = resume(&j, &flow_fingerprint(&moved), &moved).unwrap_err();
+        assert_eq!(e.to_string(), r#"step 1 finished as "b" but the flow's step 1 is now "new""#);
+        // The same name of another kind is a change too; so is a removed step.
+        let other_kind = defs(&[A, ("b", "mcp"), C]);
+        let e = resume(&j, &flow_fingerprint(&other_kind), &other_kind).unwrap_err();
         assert!(matches!(e, ResumeError::Changed { index: 1, .. }), "{e}");
+        assert!(
+            e.to_string().ends_with(
+                r#"is now "b" of another kind (an HTTP step became an MCP tool step, or the reverse)"#
+            ),
+            "{e}"
+        );
         let shorter = defs(&[A]);
         let e = resume(&j, &flow_fingerprint(&shorter), &shorter).unwrap_err();
         assert_eq!(e, ResumeError::Changed { index: 1, journaled: "b".into(), current: None });
@@ -360,6 +387,33 @@ mod tests {
         let mut j = journal_of(&steps, 2);
         j.remove(&0);
         assert_eq!(resume(&j, &flow, &steps), Err(ResumeError::Gap { index: 0 }));
+    }
+
+    /// An entry an earlier release journaled under its old definition (the step's URL) is
+    /// still the step's while that definition matches; a step's new definition (its kind) is
+    /// the same wherever it is sent.
+    #[test]
+    fn an_entry_of_the_earlier_definition_resumes_across_an_upgrade() {
+        let old = defs(&[A, B, C]);
+        let j = journal_of(&old, 2);
+        let upgraded: Vec<StepDef> = [A, B, C]
+            .iter()
+            .map(|(name, url)| StepDef::new(name, &["http"]).journaled_before_as(&[url]))
+            .collect();
+        assert_eq!(resume(&j, &flow_fingerprint(&upgraded), &upgraded).unwrap().len(), 2);
+        let elsewhere: Vec<StepDef> =
+            [A, B, C].iter().map(|(name, _)| StepDef::new(name, &["http"])).collect();
+        let j = journal_of(&elsewhere, 2);
+        let here: Vec<StepDef> = [A, B, C]
+            .iter()
+            .map(|(name, _)| StepDef::new(name, &["http"]).journaled_before_as(&["http://another-region/x"]))
+            .collect();
+        assert_eq!(
+            flow_fingerprint(&elsewhere),
+            flow_fingerprint(&here),
+            "where a step is sent is not its identity"
+        );
+        assert_eq!(resume(&j, &flow_fingerprint(&here), &here).unwrap().len(), 2);
     }
 
     #[test]

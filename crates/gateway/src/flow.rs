@@ -551,12 +551,17 @@ fn first_input(params: Option<&RawValue>) -> Result<String, RpcError> {
     oncerpc_core::idempotency::without_members(p.get(), &RESERVED_PARAMS).map(|s| s.into_owned())
 }
 
-/// What the journal records a step as: its name, and a definition of its name and URL (how
-/// it is retried or timed out does not change what its output means).
+/// What the journal records a step as (SPEC §14): its name and whether it is an HTTP step or
+/// an MCP tool step. Where it is sent — URL, upstream, headers, timeouts — is deployment
+/// detail: replicas that send one step to different URLs (regional endpoints, a backend moved
+/// by a deploy) resume each other's executions. Journals of earlier releases named the URL
+/// (and the upstream and tool) too; those entries are still accepted while they match.
 fn step_def(step: &StepConfig) -> StepDef {
     match &step.mcp {
-        Some(m) => StepDef::new(&step.name, &[&step.url, "mcp", &m.upstream, &m.tool]),
-        None => StepDef::new(&step.name, &[&step.url]),
+        Some(m) => {
+            StepDef::new(&step.name, &["mcp"]).journaled_before_as(&[&step.url, "mcp", &m.upstream, &m.tool])
+        }
+        None => StepDef::new(&step.name, &["http"]).journaled_before_as(&[&step.url]),
     }
 }
 

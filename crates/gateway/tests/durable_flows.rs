@@ -20,6 +20,7 @@ fn config(dir: &TempDir, store_url: &str, up: &Upstream, method: &str) -> String
 }
 
 /// A config file `file` with the flow `method` made of `steps` (each at its upstream path).
+/// Configs of one `method` share the Redis prefix: they are replicas of one deployment.
 fn config_with(
     dir: &TempDir,
     file: &str,
@@ -35,14 +36,13 @@ fn config_with(
 url = "{store_url}"
 lease_ms = 2500
 resume_interval_ms = 200
-redis_prefix = "{prefix}"
+redis_prefix = "oncerpc-durable-{method}"
 
 [[methods]]
 name = "{method}"
 kind = "command"
 timeout_ms = 1500
 "#,
-        prefix = unique("oncerpc-durable"),
     );
     for step in steps {
         text.push_str(&format!("\n  [[methods.steps]]\n  name = \"{step}\"\n  url = \"{}\"\n", up.url(step)));
@@ -265,4 +265,52 @@ async fn a_deploy_adding_a_step_before_a_finished_one_fails_the_event_clearly() 
     assert_eq!(event["status"], "succeeded", "{event}");
     assert_eq!(counts(&up), [1, 2, 2, 1], "from the first step: {event}");
     assert_eq!(event["result"]["input"]["input"]["input"]["step"], "audit", "{event}");
+}
+
+/// Each replica sends the steps to its own URL, as a multi-region deployment does (each zone
+/// its own endpoint of one service) and as a deploy that moves a backend does: the replica
+/// that takes over resumes at the step in flight, with the same step key, on its own
+/// endpoint. Where a step is sent is not its identity (SPEC §14).
+async fn another_url_resumes_at_the_step_in_flight(store_url: &str, restart: bool) {
+    let (zone_a, zone_b) = (Upstream::start().await, Upstream::start().await);
+    zone_a.set_delay(1_000, &["pack"]);
+    let dir = TempDir::new("durable-zones");
+    let method = unique("ship").replace('-', "_");
+    let steps = ["reserve", "pack", "send"];
+    let config_a = config_with(&dir, "zone-a.toml", store_url, &zone_a, &method, &steps);
+    let config_b = config_with(&dir, "zone-b.toml", store_url, &zone_b, &method, &steps);
+    let mut a = Gateway::start(&["--config", &config_a]);
+    let mut b = (!restart).then(|| Gateway::start(&["--config", &config_b]));
+    let id = accept_and_kill_in_step_two(&mut a, &method, &zone_a, r#"{"sku":"Z-1"}"#).await;
+    let b = match b.take() {
+        Some(b) => b,
+        None => Gateway::start(&["--config", &config_b]),
+    };
+    let event = finished(&b, &id).await;
+    assert_eq!(event["status"], "succeeded", "{store_url}: resumed, not refused: {event}");
+    let counts = |up: &Upstream| steps.map(|s| up.count(s));
+    assert_eq!(counts(&zone_a), [1, 1, 0], "{store_url}: zone A ran reserve and began pack");
+    assert_eq!(counts(&zone_b), [0, 1, 1], "{store_url}: zone B resumed at pack, never ran reserve");
+    let key =
+        |up: &Upstream, step: &str| up.calls().into_iter().find(|c| c.step == step).unwrap().idempotency_key;
+    assert_eq!(key(&zone_a, "pack"), key(&zone_b, "pack"), "the step in flight keeps its step key");
+    let reserved = zone_a.calls().into_iter().find(|c| c.step == "reserve").unwrap();
+    let pack_b = zone_b.calls().into_iter().find(|c| c.step == "pack").unwrap();
+    assert_eq!(pack_b.body["step"], "reserve", "zone B's pack got zone A's stored reserve output");
+    assert_eq!(pack_b.body["input"], reserved.body, "{store_url}");
+    assert_eq!(step_names(&event), steps, "{store_url}: {event}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_moved_by_a_deploy_resumes_at_the_step_in_flight() {
+    let dir = TempDir::new("durable-moved");
+    let store = format!("sqlite://{}", dir.file("o.db").display());
+    another_url_resumes_at_the_step_in_flight(&store, true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_replicas_with_their_own_step_urls_resume_each_other() {
+    if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") {
+        another_url_resumes_at_the_step_in_flight(&url, false).await;
+    }
 }
