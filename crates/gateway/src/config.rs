@@ -379,9 +379,18 @@ pub struct StepConfig {
 impl Config {
     /// Read and validate a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Self::read(path)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Read a config file without validating it: the command line's flags override it first
+    /// (`--mode dev` on a production file), then [`validate`](Self::validate) judges the
+    /// result.
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
-        Self::from_toml(&text).map_err(|e| match e {
+        Self::parse_with_env(&text, &|name| std::env::var(name).ok()).map_err(|e| match e {
             ConfigError::Parse { message, .. } => {
                 ConfigError::Parse { path: path.display().to_string(), message }
             }
@@ -399,6 +408,13 @@ impl Config {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        let cfg = Self::parse_with_env(text, env)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Parse TOML text, `"${NAME}"` values from `env`; not validated.
+    fn parse_with_env(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
         let parse_error =
             |e: toml::de::Error| ConfigError::Parse { path: "<config>".into(), message: e.to_string() };
         let cfg: Config = if text.contains("${") {
@@ -412,7 +428,6 @@ impl Config {
         } else {
             toml::from_str(text).map_err(parse_error)?
         };
-        cfg.validate()?;
         Ok(cfg)
     }
 

@@ -115,11 +115,24 @@ impl LogArgs {
     }
 }
 
-fn load(path: Option<&PathBuf>) -> Result<Config, ConfigError> {
-    match path {
-        Some(p) => Config::load(p),
-        None => Ok(Config::default()),
+/// The config file (none: the embedded default) with the command line's flags applied, then
+/// validated: a flag overrides the file before the file's own rules judge it.
+fn load(path: Option<&PathBuf>, o: &Overrides) -> Result<Config, ConfigError> {
+    let mut cfg = match path {
+        Some(p) => Config::read(p)?,
+        None => Config::default(),
+    };
+    if let Some(l) = &o.listen {
+        cfg.listen = l.clone();
     }
+    if let Some(s) = &o.store {
+        cfg.store.url = s.clone();
+    }
+    if let Some(m) = o.mode {
+        cfg.mode = m;
+    }
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 fn main() -> ExitCode {
@@ -183,7 +196,7 @@ fn start(
     o: Overrides,
 ) -> Result<(tokio::runtime::Runtime, App, LogGuard), ExitCode> {
     // The config first: `[telemetry]` is part of how the log is set up (nothing logs before).
-    let mut cfg = load(config).map_err(|e| {
+    let cfg = load(config, &o).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
     })?;
@@ -195,15 +208,6 @@ fn start(
     let log = logging::init(&log.settings(), std::io::stderr(), telemetry);
     if let Some(url) = exporting {
         tracing::info!(endpoint = %oncerpc_core::redact_url(&url), service = %cfg.telemetry.service_name, sampling_ratio = cfg.telemetry.sampling_ratio, "exporting spans over OTLP");
-    }
-    if let Some(l) = o.listen {
-        cfg.listen = l;
-    }
-    if let Some(s) = o.store {
-        cfg.store.url = s;
-    }
-    if let Some(m) = o.mode {
-        cfg.mode = m;
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = o.worker_threads {
