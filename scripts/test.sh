@@ -110,6 +110,17 @@ if ! cmp -s "$CONF26SRC/package-lock.json" "$CONF26DIR/package-lock.json" || [ !
 fi
 [ -x "$CONF26DIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_2026_DIR="$PWD/$CONF26DIR"
 
+# A real authorization server for the access-token tests (tests/auth_tokens.rs): oidc-provider
+# (OpenID-certified) and a Node 22 to run it, pinned by crates/gateway/tests/oidc/package-lock.json.
+OIDCDIR="target/node-oidc"
+OIDCSRC="crates/gateway/tests/oidc"
+if ! cmp -s "$OIDCSRC/package-lock.json" "$OIDCDIR/package-lock.json" || [ ! -d "$OIDCDIR/node_modules/oidc-provider" ]; then
+  echo "== installing the authorization server oidc-provider into $OIDCDIR"
+  mkdir -p "$OIDCDIR" && cp "$OIDCSRC/package.json" "$OIDCSRC/package-lock.json" "$OIDCDIR/"
+  (cd "$OIDCDIR" && npm ci --no-audit --no-fund --silent) || need "the npm package oidc-provider"
+fi
+[ -d "$OIDCDIR/node_modules/oidc-provider" ] && export ONCERPC_OIDC_DIR="$PWD/$OIDCDIR"
+
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.
 wait_for() { # wait_for WHAT COMMAND...

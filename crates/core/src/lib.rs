@@ -49,6 +49,7 @@ pub mod derived;
 mod dispatch;
 pub mod events;
 mod execution;
+pub mod grant;
 pub mod idempotency;
 pub mod journal;
 mod memory;
@@ -71,6 +72,7 @@ pub use dispatch::{
 };
 pub use events::Submitted;
 pub use execution::lease_margin;
+pub use grant::Grant;
 pub use idempotency::{IdempotencyConfig, Mode};
 pub use memory::MemoryStore;
 pub use method::{

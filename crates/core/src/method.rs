@@ -109,6 +109,8 @@ pub struct MethodSpec {
     /// again. For handlers whose transport failures say nothing about whether the side effect
     /// happened and whose upstream has its own key (an MCP upstream's tools, SPEC §16b).
     pub transport_failures_unrecorded: bool,
+    /// The scopes a caller must hold, all of them (SPEC §20); empty: any caller of the tenant.
+    pub scopes: Vec<String>,
 }
 
 /// How the MCP door shows a method as a tool (SPEC §16). The kind gives the rest of the
@@ -156,6 +158,7 @@ impl MethodSpec {
             tool: ToolOptions::default(),
             derive_key_window: None,
             transport_failures_unrecorded: false,
+            scopes: Vec::new(),
         }
     }
 

@@ -58,6 +58,9 @@ pub struct Config {
     /// `[telemetry]`: OpenTelemetry export of spans over OTLP (absent: off).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
+    /// `[auth]`: identity providers whose access tokens are accepted (SPEC §20).
+    #[serde(default)]
+    pub auth: crate::auth::AuthSection,
     #[serde(default)]
     pub tenants: Vec<Tenant>,
     #[serde(default)]
@@ -259,7 +262,12 @@ fn default_max_response_bytes() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct Tenant {
     pub name: String,
+    /// Keys holding every scope of the tenant.
+    #[serde(default)]
     pub api_keys: Vec<String>,
+    /// `[[tenants.keys]]`: keys holding only the scopes they name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<crate::auth::TenantKey>,
     /// Sustained requests per second (token bucket, SPEC §12); absent = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_per_sec: Option<f64>,
@@ -288,6 +296,9 @@ pub struct MethodConfig {
     pub params_schema: Option<serde_json::Value>,
     #[serde(default)]
     pub description: Option<String>,
+    /// The scopes a caller must hold, all of them (SPEC §20); empty: any caller of the tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
     #[serde(default)]
     pub steps: Vec<StepConfig>,
     /// Webhooks (SPEC §15, [`crate::webhooks`]): the key from a JSON pointer into the params…
@@ -336,6 +347,7 @@ impl Default for MethodConfig {
             timeout_ms: None,
             params_schema: None,
             description: None,
+            scopes: Vec::new(),
             steps: Vec::new(),
             key_from: None,
             key_header: None,
@@ -464,7 +476,7 @@ impl Config {
         // Keys are compared as their SHA-256, as they are checked (plaintext vs sha256: too).
         let mut seen: std::collections::HashMap<[u8; 32], &str> = std::collections::HashMap::new();
         for t in &self.tenants {
-            for k in &t.api_keys {
+            for k in t.api_keys.iter().chain(t.keys.iter().map(|k| &k.key)) {
                 let digest: [u8; 32] = match k.strip_prefix("sha256:") {
                     Some(hex) => match parse_sha256_hex(hex) {
                         Some(d) => d,
@@ -560,10 +572,13 @@ impl Config {
             if !names.insert(t.name.as_str()) {
                 return Err(invalid(format!("tenants: {:?} is configured twice", t.name)));
             }
-            if t.api_keys.is_empty() {
-                return Err(invalid(format!("tenants.{}: api_keys must not be empty", t.name)));
+            if t.api_keys.is_empty() && t.keys.is_empty() && self.auth.issuers.is_empty() {
+                return Err(invalid(format!(
+                    "tenants.{}: a tenant needs a way in: api_keys, [[tenants.keys]], or an [[auth.issuers]] entry whose tokens act for it",
+                    t.name
+                )));
             }
-            for k in &t.api_keys {
+            for k in t.api_keys.iter().chain(t.keys.iter().map(|k| &k.key)) {
                 if let Some(hex) = k.strip_prefix("sha256:") {
                     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
                         return Err(invalid(format!(
@@ -597,6 +612,8 @@ impl Config {
                 return Err(invalid(format!("tenants.{}.{key} must be at least 1", t.name)));
             }
         }
+        let tenant_names: Vec<&str> = self.tenants.iter().map(|t| t.name.as_str()).collect();
+        self.auth.check(&tenant_names).map_err(invalid)?;
         let mut methods = std::collections::HashSet::new();
         for (i, m) in self.methods.iter().enumerate() {
             if !methods.insert(m.name.as_str()) {

@@ -4,6 +4,7 @@
 //! ([`demo`]), and [`App`], which turns a [`Config`] into a running server. The binary in
 //! `main.rs` is only the CLI around it; tests start the same [`App`] on a loopback port.
 
+pub mod auth;
 pub mod bounds;
 pub mod config;
 pub mod console;
@@ -43,6 +44,9 @@ pub struct App {
     pub external: oncerpc_mcp::External,
     /// The supervisors of those upstreams (`None`: none configured).
     pub upstreams: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
+    /// The identity providers whose tokens are accepted (`[[auth.issuers]]`), their keys
+    /// fetched in the background from [`App::new`] on.
+    pub issuers: Option<Arc<oncerpc_http::Issuers>>,
 }
 
 impl App {
@@ -63,6 +67,14 @@ impl App {
         flow::register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
         let store = open_store(&config.store, config.mode).await?;
         let mut app = App::with_store(config, registry, demo_state, store)?;
+        if !app.config.auth.issuers.is_empty() {
+            // Started now, not awaited: a gateway starts while its identity provider is down.
+            let names = app.config.tenants.iter().map(|t| t.name.clone()).collect();
+            let issuers =
+                Arc::new(oncerpc_http::Issuers::new(app.config.auth.specs(), names, client.clone()));
+            issuers.start();
+            app.issuers = Some(issuers);
+        }
         app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
         if let Some(upstreams) = mcp {
             for c in upstreams.metrics().collectors() {
@@ -131,7 +143,15 @@ impl App {
                 .map_err(|e| ConfigError::Invalid(e.to_string()))?,
             ),
         };
-        Ok(App { config, dispatcher, demo, tls, external: Default::default(), upstreams: None })
+        Ok(App {
+            config,
+            dispatcher,
+            demo,
+            tls,
+            external: Default::default(),
+            upstreams: None,
+            issuers: None,
+        })
     }
 
     /// The HTTP router of this app.
@@ -155,6 +175,7 @@ impl App {
                 max_body_bytes: cfg.limits.max_body_bytes,
                 max_in_flight: cfg.limits.max_in_flight,
                 tenants,
+                issuers: self.issuers.clone(),
                 flow_steps,
                 body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
                 cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
@@ -241,11 +262,14 @@ fn tenant_background(cfg: &Config) -> std::collections::HashMap<Arc<str>, usize>
         .collect()
 }
 
-/// The front door's tenants: keys, and each tenant's own limits.
+/// The front door's tenants: keys (scoped ones too), and each tenant's own limits.
 fn http_tenants(cfg: &Config) -> Result<oncerpc_http::Tenants, String> {
     let mut tenants =
         oncerpc_http::Tenants::new(cfg.tenants.iter().map(|t| (t.name.as_str(), t.api_keys.as_slice())))?;
     for t in &cfg.tenants {
+        for k in &t.keys {
+            tenants.add_scoped_key(&t.name, &k.key, &k.name, &k.scopes)?;
+        }
         let limits = oncerpc_http::TenantLimits {
             rate_per_sec: t.rate_per_sec,
             burst: t.burst,
@@ -367,6 +391,7 @@ pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::M
     if let Some(d) = &m.description {
         spec = spec.description(d.clone());
     }
+    spec.scopes = m.scopes.clone();
     mcp::apply(m, &mut spec);
     webhooks::apply(m, spec)
 }

@@ -36,7 +36,16 @@ pub(crate) fn error_response(err: &RpcError, cid: &str) -> Response {
     if let Some(d) = &err.data {
         body["data"] = serde_json::from_str(d.get()).unwrap_or(serde_json::Value::Null);
     }
-    json_response(status, body.to_string(), Some(cid))
+    // A scope the caller lacks (SPEC §20): the challenge names what the method requires.
+    let challenge = (err.code == ErrorCode::Forbidden).then(|| {
+        let scopes = body["data"]["scopes"].as_array().cloned().unwrap_or_default();
+        crate::challenge_for(&scopes.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>())
+    });
+    let mut resp = json_response(status, body.to_string(), Some(cid));
+    if let Some(Some(c)) = challenge {
+        resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, c);
+    }
+    resp
 }
 
 fn plain_error(status: StatusCode, message: impl Into<String>, cid: &str) -> Response {
@@ -45,7 +54,7 @@ fn plain_error(status: StatusCode, message: impl Into<String>, cid: &str) -> Res
 }
 
 pub(crate) async fn missing_flow(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
-    if let Err(resp) = st.authenticate(&headers, uri.query()) {
+    if let Err(resp) = st.authenticate(Door::Flows, &headers, uri.query()).await {
         return *resp;
     }
     plain_error(
@@ -90,11 +99,11 @@ pub(crate) async fn flow(
         Err(resp) => return *resp,
     };
     let preauth = verified.as_ref().and_then(|v| v.tenant.clone());
-    let (_admitted, tenant) = match st.guard_as(Door::Flows, &headers, uri.query(), preauth) {
+    let (_admitted, caller) = match st.guard_as(Door::Flows, &headers, uri.query(), preauth).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let mut meta = match request_meta(&st, &headers, tenant) {
+    let mut meta = match request_meta(&st, &headers, caller) {
         Ok(m) => m,
         Err(e) => return error_response(&e, &oncerpc_core::generated_id()),
     };
@@ -178,10 +187,11 @@ pub(crate) async fn event(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let (_admitted, tenant) = match st.guard(Door::Flows, &headers, uri.query()) {
+    let (_admitted, caller) = match st.guard(Door::Flows, &headers, uri.query()).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
+    let tenant = caller.tenant;
     let cid = oncerpc_core::generated_id();
     match tenant_event(&st, &tenant, &event_id, &cid).await {
         Ok(event) => json_response(StatusCode::OK, event_view(&event).to_string(), Some(&cid)),
@@ -276,10 +286,11 @@ fn observed(st: &AppState, op: &'static str, resp: Response) -> Response {
 }
 
 async fn list_events_answer(st: &AppState, uri: &Uri, headers: &HeaderMap) -> Response {
-    let (_admitted, tenant) = match st.guard(Door::Flows, headers, uri.query()) {
+    let (_admitted, caller) = match st.guard(Door::Flows, headers, uri.query()).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
+    let tenant = caller.tenant;
     let cid = oncerpc_core::generated_id();
     let query = uri.query();
     let param = |name: &str| query_param(query, name).filter(|v| !v.is_empty());
@@ -344,16 +355,24 @@ pub(crate) async fn retry_event(
 }
 
 async fn retry_event_answer(st: &AppState, event_id: String, uri: &Uri, headers: &HeaderMap) -> Response {
-    let (_admitted, tenant) = match st.guard(Door::Flows, headers, uri.query()) {
+    let (_admitted, caller) = match st.guard(Door::Flows, headers, uri.query()).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
+    let tenant = caller.tenant;
     let cid = oncerpc_core::generated_id();
     let event = match tenant_event(st, &tenant, &event_id, &cid).await {
         Ok(e) => e,
         Err(resp) => return resp,
     };
     let flow = event.record.method.clone();
+    // A re-drive runs the method again: the caller must hold its scopes (SPEC §20).
+    if let Some(spec) = st.dispatcher.registry().spec(&flow)
+        && let Some(missing) = caller.grant.lacks(&spec.scopes)
+    {
+        st.auth_refused("insufficient_scope");
+        return error_response(&oncerpc_core::grant::forbidden(&flow, &spec.scopes, missing), &cid);
+    }
     // `status`: what the event is, when the refusal says (read the event for the rest).
     let conflict = |status: Option<&str>, message: String| {
         let mut body = json!({ "code": "409", "message": message, "event_id": event_id });

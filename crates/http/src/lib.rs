@@ -88,7 +88,8 @@ use oncerpc_core::{Dispatcher, generated_id};
 use oncerpc_protocol::{ErrorCode, RpcError};
 use tokio::sync::Semaphore;
 
-pub use auth::{TenantLimits, Tenants};
+pub use auth::tokens::{self, IssuerSpec, Issuers, TenantFrom};
+pub use auth::{Caller, TenantLimits, Tenants};
 pub use axum::Router;
 pub use webhook::{Scheme, Verifier, Webhooks};
 
@@ -117,6 +118,8 @@ pub struct HttpConfig {
     pub max_in_flight: usize,
     /// Configured tenants; empty = one open default tenant.
     pub tenants: Tenants,
+    /// The issuers whose access tokens are accepted (`[[auth.issuers]]`); `None`: API keys only.
+    pub issuers: Option<Arc<Issuers>>,
     /// The step names of each flow, for `?return_step=`.
     pub flow_steps: HashMap<String, Vec<String>>,
     /// The whole request body must arrive within this, else `408`.
@@ -145,6 +148,7 @@ impl Default for HttpConfig {
             max_body_bytes: 1024 * 1024,
             max_in_flight: 1024,
             tenants: Tenants::default(),
+            issuers: None,
             flow_steps: HashMap::new(),
             body_timeout: Duration::from_secs(30),
             cors_allowed_origins: Vec::new(),
@@ -170,6 +174,8 @@ pub(crate) struct AppState {
     /// Metrics of the front door's own (webhook refusals, the events API), rendered after the
     /// dispatcher's.
     door_metrics: prometheus::Registry,
+    /// `oncerpc_auth_refusals_total{reason}`: callers refused for their credentials.
+    auth_refusals: prometheus::IntCounterVec,
     /// `oncerpc_event_api_total{op,status}`: answers of `GET /v2/events` and
     /// `POST /v2/events/{id}/retry` (`flows::observed`).
     event_api: prometheus::IntCounterVec,
@@ -236,6 +242,15 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
     )
     .expect("valid metric");
     let _ = door_metrics.register(Box::new(event_api.clone()));
+    let auth_refusals = prometheus::IntCounterVec::new(
+        prometheus::Opts::new(
+            "oncerpc_auth_refusals_total",
+            "Callers refused for their credentials, by reason (missing, invalid_key, a token's failed check, token_in_url: 401; identity_unavailable: 503)",
+        ),
+        &["reason"],
+    )
+    .expect("valid metric");
+    let _ = door_metrics.register(Box::new(auth_refusals.clone()));
     let mcp = config.mcp_enabled.then(|| {
         let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
         let external = config.mcp_external.clone();
@@ -258,6 +273,7 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
         key_headers,
         door_metrics,
         event_api,
+        auth_refusals,
     });
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
@@ -339,31 +355,31 @@ impl AppState {
 
     /// Admission, authentication, then the tenant's own limits: the prologue of every guarded
     /// handler.
-    pub(crate) fn guard(
+    pub(crate) async fn guard(
         &self,
         door: Door,
         headers: &HeaderMap,
         query: Option<&str>,
-    ) -> Result<(Admitted<'_>, Arc<str>), Box<Response>> {
-        self.guard_as(door, headers, query, None)
+    ) -> Result<(Admitted<'_>, Caller), Box<Response>> {
+        self.guard_as(door, headers, query, None).await
     }
 
     /// [`guard`](Self::guard), with the tenant already established (a verified webhook
     /// delivery to a method that names its tenant): no API key is needed then.
-    pub(crate) fn guard_as(
+    pub(crate) async fn guard_as(
         &self,
         door: Door,
         headers: &HeaderMap,
         query: Option<&str>,
         tenant: Option<Arc<str>>,
-    ) -> Result<(Admitted<'_>, Arc<str>), Box<Response>> {
+    ) -> Result<(Admitted<'_>, Caller), Box<Response>> {
         let mut admitted = self.admit(door)?;
-        let tenant = match tenant {
-            Some(t) => t,
-            None => self.authenticate(headers, query)?,
+        let caller = match tenant {
+            Some(t) => Caller::of(t),
+            None => self.authenticate(door, headers, query).await?,
         };
-        admitted._tenant_permit = self.admit_tenant(door, &tenant)?;
-        Ok((admitted, tenant))
+        admitted._tenant_permit = self.admit_tenant(door, &caller.tenant)?;
+        Ok((admitted, caller))
     }
 
     /// A tenant's `rate_per_sec`/`burst` (`429` + `Retry-After`, `-32008`) and `max_in_flight`
@@ -412,41 +428,112 @@ impl AppState {
         Err(Box::new(resp))
     }
 
-    /// The tenant, from `X-API-Key` or `?key=`; `401` when tenants are configured and the key
-    /// is missing or wrong. The key is never logged.
-    pub(crate) fn authenticate(
+    /// The caller: an access token of a configured issuer (`Authorization: Bearer`, never a
+    /// URL), else an API key (`X-API-Key`, `Authorization: Bearer`, `?key=`); the open default
+    /// tenant when no tenants are configured. `401` when a credential is missing or wrong,
+    /// `503` (`-32011`) when the token's issuer cannot vouch for it now. No credential is
+    /// ever logged.
+    pub(crate) async fn authenticate(
         &self,
+        door: Door,
         headers: &HeaderMap,
         query: Option<&str>,
-    ) -> Result<Arc<str>, Box<Response>> {
+    ) -> Result<Caller, Box<Response>> {
         let tenants = &self.config.tenants;
         if tenants.is_empty() {
-            return Ok(self.default_tenant.clone());
+            return Ok(Caller::of(self.default_tenant.clone()));
         }
-        let bearer = || {
-            let auth = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-            let (scheme, key) = auth.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| key.trim().to_owned())
-        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|auth| auth.split_once(' '))
+            .and_then(|(scheme, value)| scheme.eq_ignore_ascii_case("bearer").then(|| value.trim()));
+        if let (Some(issuers), Some(token)) = (&self.config.issuers, bearer)
+            && tokens::looks_like_jwt(token)
+        {
+            return match issuers.verify(token).await {
+                Ok(v) => Ok(Caller { tenant: v.tenant, grant: v.grant, subject: v.subject }),
+                Err(tokens::TokenError::Refused(r)) => Err(self.unauthorized(r.reason(), true)),
+                Err(tokens::TokenError::Unavailable(u)) => Err(self.identity_unavailable(door, &u.issuer)),
+            };
+        }
+        let in_url = query_param(query, "key");
+        if self.config.issuers.is_some()
+            && (in_url.as_deref().is_some_and(tokens::looks_like_jwt)
+                || query_param(query, "access_token").is_some())
+        {
+            // RFC 6750 §2.3 is not offered: a token in a URL lands in logs and histories.
+            return Err(self.unauthorized("token_in_url", true));
+        }
         let presented = headers
             .get(API_KEY_HEADER)
             .and_then(|v| v.to_str().ok())
+            .or(bearer)
             .map(str::to_owned)
-            .or_else(bearer)
-            .or_else(|| query_param(query, "key"));
-        match presented.and_then(|k| tenants.authenticate(&k)) {
-            Some(t) => Ok(t),
-            None => {
-                tracing::info!("unauthorized");
-                let mut resp =
-                    (StatusCode::UNAUTHORIZED, r#"{"code":"401","message":"unauthorized"}"#).into_response();
-                let h = resp.headers_mut();
-                h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                Err(Box::new(resp))
-            }
+            .or(in_url);
+        match presented.as_deref().map(|k| tenants.caller(k)) {
+            Some(Some(caller)) => Ok(caller),
+            Some(None) => Err(self.unauthorized("invalid_key", true)),
+            None => Err(self.unauthorized("missing", false)),
         }
     }
+
+    /// Count a refusal of a caller's credentials under `reason`.
+    pub(crate) fn auth_refused(&self, reason: &'static str) {
+        self.auth_refusals.with_label_values(&[reason]).inc();
+    }
+
+    /// `401`, counted under `reason` and logged once (never the credential). A credential that
+    /// was presented and is wrong says `error="invalid_token"` (RFC 6750 §3.1); a request
+    /// without one gets the bare challenge.
+    fn unauthorized(&self, reason: &'static str, presented: bool) -> Box<Response> {
+        self.auth_refusals.with_label_values(&[reason]).inc();
+        tracing::info!(reason, "unauthorized");
+        let mut resp =
+            (StatusCode::UNAUTHORIZED, r#"{"code":"401","message":"unauthorized"}"#).into_response();
+        let h = resp.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let challenge = if presented { r#"Bearer error="invalid_token""# } else { "Bearer" };
+        h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        Box::new(resp)
+    }
+
+    /// `503` + `Retry-After` with `-32011`: the token's issuer cannot vouch for it now (its
+    /// keys could not be fetched). Not the caller's fault, so not `401`.
+    fn identity_unavailable(&self, door: Door, issuer: &str) -> Box<Response> {
+        self.auth_refusals.with_label_values(&["identity_unavailable"]).inc();
+        let cid = generated_id();
+        tracing::warn!(issuer = %oncerpc_core::LogSafe(issuer), correlation_id = %cid, "identity provider unavailable: the token cannot be checked");
+        let err = RpcError::with_message(
+            ErrorCode::IdentityUnavailable,
+            "Identity provider unavailable: the token cannot be checked now; retry shortly",
+        );
+        let mut resp = match door {
+            Door::Rpc | Door::Mcp => {
+                json_response(StatusCode::SERVICE_UNAVAILABLE, oncerpc_protocol::error_body(&err), Some(&cid))
+            }
+            Door::Flows => flows::error_response(&err, &cid),
+        };
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        Box::new(resp)
+    }
+}
+
+/// The `WWW-Authenticate` challenge of a single answer that is `-32010 Forbidden` (its
+/// `error.data.scopes`: what the method requires); `None` for any other answer.
+pub(crate) fn insufficient_scope(body: &[u8]) -> Option<HeaderValue> {
+    memchr::memmem::find(body, b"-32010")?;
+    let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = answer.get("error").filter(|e| e["code"] == -32010)?;
+    let scopes: Vec<&str> =
+        error["data"]["scopes"].as_array()?.iter().filter_map(serde_json::Value::as_str).collect();
+    challenge_for(&scopes)
+}
+
+/// `Bearer error="insufficient_scope", scope="a b"` (RFC 6750 §3.1).
+pub(crate) fn challenge_for(scopes: &[&str]) -> Option<HeaderValue> {
+    let scope = scopes.join(" ").replace(['"', '\\'], "");
+    HeaderValue::from_str(&format!(r#"Bearer error="insufficient_scope", scope="{scope}""#)).ok()
 }
 
 /// One query parameter, percent-decoded.

@@ -69,16 +69,17 @@ pub(crate) async fn post(
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let (_admitted, tenant) = match st.guard(Door::Mcp, &headers, uri.query()) {
+    let (_admitted, caller) = match st.guard(Door::Mcp, &headers, uri.query()).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
+    let tenant = caller.tenant.clone();
     // The stateless revision (2026-07-28), chosen per request: no session, and _meta or the
     // version header names a revision of that era.
     if header_str(&headers, &SESSION_NAME).is_none()
         && oncerpc_mcp::stateless::is_stateless(&bytes, header_str(&headers, &VERSION_NAME))
     {
-        return stateless::post(st.clone(), &headers, bytes, tenant).await;
+        return stateless::post(st.clone(), &headers, bytes, caller).await;
     }
     if let Some(v) = header_str(&headers, &VERSION_NAME)
         && !SESSION_VERSIONS.contains(&v)
@@ -88,7 +89,7 @@ pub(crate) async fn post(
         return refuse(door, "version", StatusCode::BAD_REQUEST, message);
     }
     // The key and key_header values a call may take from the headers, as on /rpc.
-    let request = match crate::request_meta(&st, &headers, tenant.clone()) {
+    let request = match crate::request_meta(&st, &headers, caller) {
         Ok(r) => r,
         Err(e) => return refuse(door, "key_header", StatusCode::BAD_REQUEST, e.message.to_string()),
     };
@@ -152,8 +153,8 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
     if let Err(resp) = origin_allowed(&st, &headers) {
         return *resp;
     }
-    let tenant = match st.authenticate(&headers, uri.query()) {
-        Ok(t) => t,
+    let tenant = match st.authenticate(Door::Mcp, &headers, uri.query()).await {
+        Ok(c) => c.tenant,
         Err(resp) => return *resp,
     };
     let Some(token) = header_str(&headers, &SESSION_NAME) else {

@@ -12,13 +12,14 @@ use oncerpc_protocol::RpcError;
 use crate::{AppState, CORRELATION_HEADER, FORCE_RETRY_HEADER, IETF_KEY_HEADER, KEY_HEADER};
 
 /// Idempotency key, force retry and correlation id from the headers, and the values of the
-/// headers a method's `key_header` names; the tenant as authenticated.
+/// headers a method's `key_header` names; the tenant and grant as authenticated.
 pub(crate) fn request_meta(
     st: &AppState,
     headers: &HeaderMap,
-    tenant: Arc<str>,
+    caller: crate::Caller,
 ) -> Result<RequestMeta, RpcError> {
-    let mut meta = RequestMeta::of_tenant(tenant);
+    let mut meta = RequestMeta::of_tenant(caller.tenant);
+    meta.grant = caller.grant;
     for name in &st.key_headers {
         if let Some(v) = headers.get(&**name) {
             // A value that is not visible ASCII breaks the key format: the engine hashes it.

@@ -28,11 +28,11 @@ pub(crate) async fn handle(st: &AppState, req: Request) -> Response {
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    let (_admitted, tenant) = match st.guard(Door::Rpc, &headers, uri.query()) {
+    let (_admitted, caller) = match st.guard(Door::Rpc, &headers, uri.query()).await {
         Ok(g) => g,
         Err(resp) => return *resp,
     };
-    let meta = match request_meta(st, &headers, tenant) {
+    let meta = match request_meta(st, &headers, caller) {
         Ok(m) => m,
         Err(e) => return bad_request(&e),
     };
@@ -54,6 +54,19 @@ pub(crate) async fn handle(st: &AppState, req: Request) -> Response {
     // hyper's slot for it; a box moves as a pointer.
     let reply = Box::pin(st.dispatcher.handle(&bytes, &meta)).await;
     let mut resp = match reply.body {
+        // A single call refused for a scope its caller lacks (SPEC §20): HTTP 403 with the
+        // challenge naming what it needs. Only a caller with some scopes can be refused.
+        Some(body) if meta.grant != oncerpc_core::Grant::All && !is_batch(&bytes) => {
+            match crate::insufficient_scope(&body) {
+                Some(challenge) => {
+                    let mut resp = json_response(StatusCode::FORBIDDEN, body, Some(&reply.correlation_id));
+                    resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, challenge);
+                    st.auth_refused("insufficient_scope");
+                    resp
+                }
+                None => json_response(StatusCode::OK, body, Some(&reply.correlation_id)),
+            }
+        }
         Some(body) => json_response(StatusCode::OK, body, Some(&reply.correlation_id)),
         None => {
             let mut resp = StatusCode::NO_CONTENT.into_response();

@@ -376,6 +376,7 @@ fn prepare_read<'t>(
         correlation_id: id.text().map(|t| Arc::from(&*t)),
         progress,
         key_headers: session.key_headers.clone(),
+        grant: session.grant.clone(),
         ..RequestMeta::of_tenant(session.tenant.clone())
     };
     Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })

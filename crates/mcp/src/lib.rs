@@ -102,6 +102,8 @@ pub struct Session {
     /// The W3C trace context the transport carried (HTTP: `traceparent`/`tracestate`), used
     /// by a call whose `_meta` has none.
     pub trace: Option<oncerpc_core::TraceContext>,
+    /// What the caller may call (its token's or key's scopes; SPEC §20).
+    pub grant: oncerpc_core::Grant,
 }
 
 impl Session {
@@ -114,6 +116,7 @@ impl Session {
             key_header: None,
             key_headers: Vec::new(),
             trace: None,
+            grant: oncerpc_core::Grant::All,
         }
     }
 
@@ -132,6 +135,7 @@ impl Session {
         self.key_header = request.idempotency_key;
         self.key_headers = request.key_headers;
         self.trace = request.trace;
+        self.grant = request.grant;
     }
 }
 

@@ -46,6 +46,12 @@ pub enum ErrorCode {
     /// -32009: the execution was cancelled before it finished (MCP `tasks/cancel`); its
     /// record keeps this outcome, so a retry with the same key gets it.
     Cancelled,
+    /// -32010: the caller is who it says, but lacks a scope the method requires (HTTP `403`;
+    /// `data.scopes`: what the method requires).
+    Forbidden,
+    /// -32011: the identity provider that must vouch for the caller's token cannot be reached
+    /// (its keys or introspection down, slow or answering garbage): HTTP `503`, retry later.
+    IdentityUnavailable,
     /// -32020 (MCP `2026-07-28`, `HeaderMismatch`): an HTTP header (`MCP-Protocol-Version`,
     /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) is missing, malformed or disagrees with the body.
     HeaderMismatch,
@@ -61,7 +67,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code of the table, in table order (used by docs and tests).
-    pub const TABLE: [ErrorCode; 17] = [
+    pub const TABLE: [ErrorCode; 19] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -76,6 +82,8 @@ impl ErrorCode {
         ErrorCode::Overloaded,
         ErrorCode::RateLimited,
         ErrorCode::Cancelled,
+        ErrorCode::Forbidden,
+        ErrorCode::IdentityUnavailable,
         ErrorCode::HeaderMismatch,
         ErrorCode::MissingRequiredClientCapability,
         ErrorCode::UnsupportedProtocolVersion,
@@ -98,6 +106,8 @@ impl ErrorCode {
             ErrorCode::Overloaded => -32007,
             ErrorCode::RateLimited => -32008,
             ErrorCode::Cancelled => -32009,
+            ErrorCode::Forbidden => -32010,
+            ErrorCode::IdentityUnavailable => -32011,
             ErrorCode::HeaderMismatch => -32020,
             ErrorCode::MissingRequiredClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
@@ -127,6 +137,8 @@ impl ErrorCode {
             ErrorCode::Overloaded => "Overloaded",
             ErrorCode::RateLimited => "Rate limited",
             ErrorCode::Cancelled => "Cancelled",
+            ErrorCode::Forbidden => "Forbidden",
+            ErrorCode::IdentityUnavailable => "Identity provider unavailable",
             ErrorCode::HeaderMismatch => "Header mismatch",
             ErrorCode::MissingRequiredClientCapability => "Missing required client capability",
             ErrorCode::UnsupportedProtocolVersion => "Unsupported protocol version",
@@ -149,7 +161,8 @@ impl ErrorCode {
             ErrorCode::RequestInProgress => 200,
             ErrorCode::KeyReused => 422,
             ErrorCode::ForceRetryRefused | ErrorCode::Cancelled => 409,
-            ErrorCode::StoreUnavailable | ErrorCode::Overloaded => 503,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::StoreUnavailable | ErrorCode::Overloaded | ErrorCode::IdentityUnavailable => 503,
             ErrorCode::RateLimited => 429,
             ErrorCode::Timeout => 504,
             ErrorCode::UpstreamFailed => 502,

@@ -907,7 +907,7 @@ fn rpc_error_display_and_http_status() {
 #[test]
 fn error_code_table_matches_design_section_8() {
     // (code, variant, HTTP status on the flows door) — SPEC §8, row by row.
-    let design: [(i32, ErrorCode, u16); 17] = [
+    let design: [(i32, ErrorCode, u16); 19] = [
         (-32700, ErrorCode::ParseError, 400),
         (-32600, ErrorCode::InvalidRequest, 400),
         (-32601, ErrorCode::MethodNotFound, 404),
@@ -922,6 +922,8 @@ fn error_code_table_matches_design_section_8() {
         (-32007, ErrorCode::Overloaded, 503),
         (-32008, ErrorCode::RateLimited, 429),
         (-32009, ErrorCode::Cancelled, 409),
+        (-32010, ErrorCode::Forbidden, 403),
+        (-32011, ErrorCode::IdentityUnavailable, 503),
         (-32020, ErrorCode::HeaderMismatch, 400),
         (-32021, ErrorCode::MissingRequiredClientCapability, 400),
         (-32022, ErrorCode::UnsupportedProtocolVersion, 400),

@@ -105,6 +105,9 @@ pub struct RequestMeta {
     /// The caller's W3C trace context (`traceparent`/`tracestate`, or MCP's `_meta`), handed
     /// on to upstream steps and written on the request's log lines.
     pub trace: Option<crate::TraceContext>,
+    /// What the caller may call (SPEC §20): every method (a tenant's plain API key, no
+    /// tenants, stdio), or those whose scopes its token or scoped key holds.
+    pub grant: crate::Grant,
 }
 
 impl Default for RequestMeta {
@@ -127,6 +130,7 @@ impl RequestMeta {
             signature_verified: false,
             progress: None,
             trace: None,
+            grant: crate::Grant::All,
         }
     }
 }

@@ -57,6 +57,10 @@ impl Dispatcher {
                 ),
             ));
         }
+        // SPEC §20: a caller lacking a scope the method requires claims and runs nothing.
+        if let Some(missing) = meta.grant.lacks(&method.spec.scopes) {
+            return Err(crate::grant::forbidden(&method.name, &method.spec.scopes, missing));
+        }
         let guarded = method.spec.kind == Kind::Command || async_event;
         let mut ctx = Context {
             correlation_id: cid,

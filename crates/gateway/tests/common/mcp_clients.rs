@@ -15,7 +15,7 @@ fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-fn skip(what: &str) {
+pub fn skip(what: &str) {
     assert!(!in_ci(), "{what} is required in CI (scripts/test.sh installs it)");
     eprintln!("SKIPPED: {what} is not installed: run ./scripts/test.sh");
 }

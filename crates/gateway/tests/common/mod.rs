@@ -5,6 +5,7 @@
 pub mod faults;
 pub mod mcp_clients;
 pub mod mcp_upstream;
+pub mod oidc;
 pub mod pki;
 pub mod process;
 pub mod proxy;

@@ -29,14 +29,19 @@ pub const NAME_HEADER: &str = "mcp-name";
 /// The prefix of the headers that mirror tool arguments (`x-mcp-header`).
 pub const PARAM_PREFIX: &str = "mcp-param-";
 
-pub(crate) async fn post(st: Arc<AppState>, headers: &HeaderMap, bytes: Bytes, tenant: Arc<str>) -> Response {
+pub(crate) async fn post(
+    st: Arc<AppState>,
+    headers: &HeaderMap,
+    bytes: Bytes,
+    caller: crate::Caller,
+) -> Response {
     // The headers the request is checked against, kept by the answer (a HeaderValue is a
     // shared buffer: no copy of the request's headers).
     let owned = Owned::from(headers);
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
     // The key, key_header and trace headers, read as in the session era (and on /rpc): both
     // eras take a key from the same places and refuse the same conflicts.
-    let carried = match crate::request_meta(&st, headers, tenant) {
+    let carried = match crate::request_meta(&st, headers, caller) {
         Ok(request) => Session::carrying(request),
         Err(e) => return super::refuse(door, "key_header", StatusCode::BAD_REQUEST, e.message.to_string()),
     };

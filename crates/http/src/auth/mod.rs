@@ -1,4 +1,8 @@
-//! Tenants and API keys (SPEC §4): plaintext or `sha256:` keys, compared in constant time.
+//! Who is calling (SPEC §4, §20): tenants and their API keys — plaintext or `sha256:`, compared
+//! in constant time, a plain `api_keys` entry holding every scope of its tenant, a
+//! `[[tenants.keys]]` entry the scopes it names — and the issuers' access tokens ([`tokens`]).
+
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -7,14 +11,43 @@ use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use oncerpc_core::Grant;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+/// A caller, as its credentials say: the tenant it acts for, what it may call, and who it is
+/// (a token's `sub`, a scoped key's `name`) for the audit trail.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: Arc<str>,
+    pub grant: Grant,
+    pub subject: Option<Arc<str>>,
+}
+
+impl Caller {
+    /// A caller with every scope of `tenant` and no name.
+    pub fn of(tenant: Arc<str>) -> Caller {
+        Caller { tenant, grant: Grant::All, subject: None }
+    }
+}
+
+/// One configured API key.
+#[derive(Clone)]
+struct Key {
+    tenant: Arc<str>,
+    /// SHA-256 of the key.
+    digest: [u8; 32],
+    grant: Grant,
+    name: Option<Arc<str>>,
+}
 
 /// The configured tenants. Empty: one open default tenant.
 #[derive(Clone, Default)]
 pub struct Tenants {
-    /// One entry per configured key: (tenant, SHA-256 of the key).
-    keys: Vec<(Arc<str>, [u8; 32])>,
+    /// The configured tenants' names (a tenant may have no key: its callers bring tokens).
+    names: Vec<Arc<str>>,
+    /// Every configured key.
+    keys: Vec<Key>,
     /// Each limited tenant's own limiters, built once (shared by clones).
     limiters: HashMap<Arc<str>, Arc<TenantLimiter>>,
 }
@@ -98,20 +131,46 @@ impl std::fmt::Debug for Tenants {
 impl Tenants {
     /// Build from `(name, api_keys)`; a key is plaintext or `sha256:<64 hex digits>`.
     pub fn new<'a>(tenants: impl IntoIterator<Item = (&'a str, &'a [String])>) -> Result<Tenants, String> {
-        let mut keys = Vec::new();
+        let mut out = Tenants::default();
         for (name, api_keys) in tenants {
             let name: Arc<str> = Arc::from(name);
+            out.names.push(name.clone());
             for k in api_keys {
-                let digest = match k.strip_prefix("sha256:") {
-                    Some(hex) => parse_hex(hex).ok_or_else(|| {
-                        format!("tenant {name}: a sha256: key must be 64 hexadecimal characters")
-                    })?,
-                    None => Sha256::digest(k.as_bytes()).into(),
-                };
-                keys.push((name.clone(), digest));
+                out.keys.push(Key {
+                    tenant: name.clone(),
+                    digest: digest_of(&name, k)?,
+                    grant: Grant::All,
+                    name: None,
+                });
             }
         }
-        Ok(Tenants { keys, limiters: HashMap::new() })
+        Ok(out)
+    }
+
+    /// A `[[tenants.keys]]` entry of tenant `tenant`: `key` (plaintext or `sha256:`) holds
+    /// only `scopes`, and names its caller `name` in the audit trail.
+    pub fn add_scoped_key(
+        &mut self,
+        tenant: &str,
+        key: &str,
+        name: &str,
+        scopes: &[String],
+    ) -> Result<(), String> {
+        let tenant: Arc<str> = self
+            .names
+            .iter()
+            .find(|n| ***n == *tenant)
+            .cloned()
+            .ok_or_else(|| format!("tenants.keys: {tenant:?} is not a configured tenant"))?;
+        let digest = digest_of(&tenant, key)?;
+        let grant = Grant::scopes(scopes.iter().cloned());
+        self.keys.push(Key { tenant, digest, grant, name: Some(Arc::from(name)) });
+        Ok(())
+    }
+
+    /// The configured tenants' names.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|n| &**n)
     }
 
     /// Give tenant `name` its own limits (rate, burst, max_in_flight). Errors name the key
@@ -135,21 +194,35 @@ impl Tenants {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.names.is_empty()
     }
 
-    /// The tenant a presented key belongs to. Every configured key is compared, in constant
-    /// time, whatever matches: the time taken does not reveal which key, or how much of it,
-    /// was right.
+    /// The tenant a presented key belongs to.
     pub fn authenticate(&self, presented: &str) -> Option<Arc<str>> {
+        self.caller(presented).map(|c| c.tenant)
+    }
+
+    /// The caller a presented key makes. Every configured key is compared, in constant time,
+    /// whatever matches: the time taken does not reveal which key, or how much of it, was
+    /// right.
+    pub fn caller(&self, presented: &str) -> Option<Caller> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        let mut found: Option<&Arc<str>> = None;
-        for (name, key) in &self.keys {
-            if bool::from(key.ct_eq(&digest)) {
-                found = Some(name);
+        let mut found: Option<&Key> = None;
+        for key in &self.keys {
+            if bool::from(key.digest.ct_eq(&digest)) {
+                found = Some(key);
             }
         }
-        found.cloned()
+        found.map(|k| Caller { tenant: k.tenant.clone(), grant: k.grant.clone(), subject: k.name.clone() })
+    }
+}
+
+/// The SHA-256 a key is compared as: of its text, or as configured (`sha256:` + 64 hex digits).
+fn digest_of(tenant: &str, key: &str) -> Result<[u8; 32], String> {
+    match key.strip_prefix("sha256:") {
+        Some(hex) => parse_hex(hex)
+            .ok_or_else(|| format!("tenant {tenant}: a sha256: key must be 64 hexadecimal characters")),
+        None => Ok(Sha256::digest(key.as_bytes()).into()),
     }
 }
 

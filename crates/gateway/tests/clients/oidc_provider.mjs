@@ -1,0 +1,75 @@
+// A real OAuth 2.1 / OpenID Connect authorization server for the access-token tests:
+// oidc-provider (OpenID-certified), with the client-credentials grant, resource indicators
+// (RFC 8707: JWT access tokens whose audience is oncerpc's resource) and introspection.
+//
+// Usage (NODE_PATH: the node_modules holding oidc-provider):
+//   node oidc_provider.mjs keygen KID OUT_DIR   writes OUT_DIR/KID.jwk.json (a private ES256 JWK)
+//                                               and OUT_DIR/KID.pem (the same key, PKCS#8)
+//   node oidc_provider.mjs serve PORT RESOURCE KEYS...   serves http://127.0.0.1:PORT, signing
+//                                               with the first of the KEYS (JWK files), publishing all
+// Clients (client_secret_basic): acme-service (orders:read orders:write), acme-reader
+// (orders:read), beta-service (orders:read orders:write), gamma-service (a tenant oncerpc does
+// not have). Every access token carries org_id: the client id's first part.
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const require = createRequire(path.join(process.env.NODE_PATH, "noop.js"));
+const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
+
+const [mode, ...args] = process.argv.slice(2);
+if (mode === "keygen") {
+  const jose = await load("jose");
+  const [kid, out] = args;
+  const { privateKey } = await jose.generateKeyPair("ES256", { extractable: true });
+  const jwk = { ...(await jose.exportJWK(privateKey)), kid, alg: "ES256", use: "sig" };
+  fs.writeFileSync(path.join(out, `${kid}.jwk.json`), JSON.stringify(jwk));
+  fs.writeFileSync(path.join(out, `${kid}.pem`), await jose.exportPKCS8(privateKey));
+  process.exit(0);
+}
+
+const [port, resource, ...keyFiles] = args;
+const { default: Provider, errors } = await load("oidc-provider");
+const keys = keyFiles.map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
+const client = (client_id, client_secret, scope) => ({
+  client_id,
+  client_secret,
+  scope,
+  grant_types: ["client_credentials"],
+  id_token_signed_response_alg: "ES256",
+  redirect_uris: [],
+  response_types: [],
+});
+const provider = new Provider(`http://127.0.0.1:${port}`, {
+  jwks: { keys },
+  clients: [
+    client("acme-service", "acme-client-s3cr3t-0001", "orders:read orders:write"),
+    client("acme-reader", "acme-reader-s3cr3t-0002", "orders:read"),
+    client("beta-service", "beta-client-s3cr3t-0003", "orders:read orders:write"),
+    client("gamma-service", "gamma-client-s3cr3t-0004", "orders:read orders:write"),
+  ],
+  scopes: ["orders:read", "orders:write"],
+  features: {
+    clientCredentials: { enabled: true },
+    introspection: { enabled: true },
+    devInteractions: { enabled: false },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => resource,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, indicator) => {
+        if (indicator !== resource) throw new errors.InvalidTarget();
+        return {
+          scope: "orders:read orders:write",
+          audience: resource,
+          accessTokenTTL: 600,
+          accessTokenFormat: "jwt",
+          jwt: { sign: { alg: "ES256" } },
+        };
+      },
+    },
+  },
+  extraTokenClaims: (_ctx, token) => ({ org_id: token.clientId.split("-")[0] }),
+});
+provider.listen(Number(port), "127.0.0.1", () => console.log(`listening on ${port}`));
