@@ -147,10 +147,21 @@ pub struct HttpSection {
     /// browsers refuse cross-origin calls.
     #[serde(default)]
     pub cors_allowed_origins: Vec<String>,
+    /// The URL clients reach the gateway at (behind a proxy, or with `[tls]`): the `resource`
+    /// of its protected resource metadata (SPEC §20). Absent: `http://` and the request's Host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 impl HttpSection {
     fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(u) = &self.public_url
+            && !((u.starts_with("https://") || u.starts_with("http://")) && !u.contains(['?', '#']))
+        {
+            return Err(invalid(format!(
+                "http.public_url {u:?} must be an http:// or https:// URL without a query"
+            )));
+        }
         let origins = &self.cors_allowed_origins;
         if origins.iter().any(|o| o == "*") {
             if origins.len() > 1 {

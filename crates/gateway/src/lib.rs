@@ -179,6 +179,7 @@ impl App {
                 flow_steps,
                 body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
                 cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
+                public_url: cfg.http.public_url.clone(),
                 webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
                 mcp_enabled: cfg.mcp.enabled,
                 mcp_session_secret: cfg.mcp.session_secret.clone(),

@@ -56,6 +56,9 @@ pub struct UpstreamConfig {
     /// The upstream's own idempotency-key argument, if it has one: the key is sent in it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_argument: Option<String>,
+    /// The scopes a caller must hold to call its tools (SPEC §20); empty: any caller.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
     /// Per-tool overrides (`[[mcp.upstreams.tool]] name, kind`).
     #[serde(default, rename = "tool", skip_serializing_if = "Vec::is_empty")]
     pub tool_overrides: Vec<ToolOverride>,
@@ -73,6 +76,9 @@ pub struct ToolOverride {
     pub kind: Option<Kind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub derive_key: Option<crate::mcp::DeriveKey>,
+    /// This tool's scopes, instead of the upstream's `scopes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -128,8 +134,10 @@ impl UpstreamConfig {
             if !tools.insert(tool) {
                 return Err(format!("mcp.upstreams.{name}.tool: {tool:?} is set twice"));
             }
-            if t.kind.is_none() && t.derive_key.is_none() {
-                return Err(format!("mcp.upstreams.{name}.tool {tool:?}: set kind, derive_key or both"));
+            if t.kind.is_none() && t.derive_key.is_none() && t.scopes.is_none() {
+                return Err(format!(
+                    "mcp.upstreams.{name}.tool {tool:?}: set kind, derive_key, scopes or more"
+                ));
             }
             if t.derive_key.is_some() && t.kind == Some(Kind::Query) {
                 return Err(format!(
@@ -191,6 +199,12 @@ impl UpstreamConfig {
                 .filter_map(|t| {
                     Some((t.name.clone(), Duration::from_secs(t.derive_key.as_ref()?.window_secs)))
                 })
+                .collect(),
+            scopes: self.scopes.clone(),
+            tool_scopes: self
+                .tool_overrides
+                .iter()
+                .filter_map(|t| Some((t.name.clone(), t.scopes.clone()?)))
                 .collect(),
         }
     }
@@ -389,7 +403,7 @@ mod tests {
         assert!(short.contains("mcp.upstreams.mail.tool \"send\".derive_key.window_secs"), "{short}");
         for (tools, why) in [
             (format!("[[tool]]\nname = \"peek\"\nkind = \"query\"\n{derive}"), "only commands have keys"),
-            ("[[tool]]\nname = \"send\"".to_owned(), "set kind, derive_key or both"),
+            ("[[tool]]\nname = \"send\"".to_owned(), "set kind, derive_key, scopes or more"),
             (
                 "[[tool]]\nname = \"a\"\nkind = \"query\"\n[[tool]]\nname = \"a\"\nkind = \"command\""
                     .to_owned(),

@@ -66,6 +66,7 @@ mod health;
 mod mcp;
 mod meta;
 mod ops;
+mod resource;
 mod rpc;
 mod serve;
 pub(crate) use meta::request_meta;
@@ -120,6 +121,9 @@ pub struct HttpConfig {
     pub tenants: Tenants,
     /// The issuers whose access tokens are accepted (`[[auth.issuers]]`); `None`: API keys only.
     pub issuers: Option<Arc<Issuers>>,
+    /// The URL clients reach this gateway at (`[http] public_url`): the `resource` of the
+    /// protected resource metadata; `None`: `http://` and the request's `Host`.
+    pub public_url: Option<String>,
     /// The step names of each flow, for `?return_step=`.
     pub flow_steps: HashMap<String, Vec<String>>,
     /// The whole request body must arrive within this, else `408`.
@@ -149,6 +153,7 @@ impl Default for HttpConfig {
             max_in_flight: 1024,
             tenants: Tenants::default(),
             issuers: None,
+            public_url: None,
             flow_steps: HashMap::new(),
             body_timeout: Duration::from_secs(30),
             cors_allowed_origins: Vec::new(),
@@ -288,6 +293,8 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
         .route("/v2/events/{event_id}", get(flows::event))
         .route("/v2/events/{event_id}/retry", post(flows::retry_event))
         .route("/healthz", get(health::healthz))
+        .route("/.well-known/oauth-protected-resource", get(resource::metadata))
+        .route(resource::MCP_METADATA_PATH, get(resource::metadata))
         .route("/openrpc.json", get(ops::openrpc))
         .route("/metrics", get(ops::metrics));
     let router = match console_routes {
@@ -453,7 +460,9 @@ impl AppState {
         {
             return match issuers.verify(token).await {
                 Ok(v) => Ok(Caller { tenant: v.tenant, grant: v.grant, subject: v.subject }),
-                Err(tokens::TokenError::Refused(r)) => Err(self.unauthorized(r.reason(), true)),
+                Err(tokens::TokenError::Refused(r)) => {
+                    Err(self.unauthorized(door, headers, r.reason(), true))
+                }
                 Err(tokens::TokenError::Unavailable(u)) => Err(self.identity_unavailable(door, &u.issuer)),
             };
         }
@@ -463,7 +472,7 @@ impl AppState {
                 || query_param(query, "access_token").is_some())
         {
             // RFC 6750 §2.3 is not offered: a token in a URL lands in logs and histories.
-            return Err(self.unauthorized("token_in_url", true));
+            return Err(self.unauthorized(door, headers, "token_in_url", true));
         }
         let presented = headers
             .get(API_KEY_HEADER)
@@ -473,8 +482,8 @@ impl AppState {
             .or(in_url);
         match presented.as_deref().map(|k| tenants.caller(k)) {
             Some(Some(caller)) => Ok(caller),
-            Some(None) => Err(self.unauthorized("invalid_key", true)),
-            None => Err(self.unauthorized("missing", false)),
+            Some(None) => Err(self.unauthorized(door, headers, "invalid_key", true)),
+            None => Err(self.unauthorized(door, headers, "missing", false)),
         }
     }
 
@@ -486,15 +495,36 @@ impl AppState {
     /// `401`, counted under `reason` and logged once (never the credential). A credential that
     /// was presented and is wrong says `error="invalid_token"` (RFC 6750 §3.1); a request
     /// without one gets the bare challenge.
-    fn unauthorized(&self, reason: &'static str, presented: bool) -> Box<Response> {
+    /// On `/mcp`, with issuers configured, the challenge names the protected resource
+    /// metadata (`resource_metadata="…"`, RFC 9728), where an MCP host finds its authorization
+    /// server.
+    fn unauthorized(
+        &self,
+        door: Door,
+        headers: &HeaderMap,
+        reason: &'static str,
+        presented: bool,
+    ) -> Box<Response> {
         self.auth_refusals.with_label_values(&[reason]).inc();
         tracing::info!(reason, "unauthorized");
         let mut resp =
             (StatusCode::UNAUTHORIZED, r#"{"code":"401","message":"unauthorized"}"#).into_response();
         let h = resp.headers_mut();
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        let challenge = if presented { r#"Bearer error="invalid_token""# } else { "Bearer" };
-        h.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+        let mut params = Vec::new();
+        if presented {
+            params.push(r#"error="invalid_token""#.to_owned());
+        }
+        if matches!(door, Door::Mcp) && self.config.issuers.is_some() {
+            let url = resource::metadata_url(self, headers).replace(['"', '\\'], "");
+            params.push(format!(r#"resource_metadata="{url}""#));
+        }
+        let challenge = match params.is_empty() {
+            true => HeaderValue::from_static("Bearer"),
+            false => HeaderValue::from_str(&format!("Bearer {}", params.join(", ")))
+                .unwrap_or(HeaderValue::from_static("Bearer")),
+        };
+        h.insert(header::WWW_AUTHENTICATE, challenge);
         Box::new(resp)
     }
 
@@ -525,6 +555,17 @@ pub(crate) fn insufficient_scope(body: &[u8]) -> Option<HeaderValue> {
     memchr::memmem::find(body, b"-32010")?;
     let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
     let error = answer.get("error").filter(|e| e["code"] == -32010)?;
+    let scopes: Vec<&str> =
+        error["data"]["scopes"].as_array()?.iter().filter_map(serde_json::Value::as_str).collect();
+    challenge_for(&scopes)
+}
+
+/// The challenge of a single MCP `tools/call` answer whose tool result is `-32010 Forbidden`
+/// (`structuredContent.data.scopes`); `None` for any other answer.
+pub(crate) fn insufficient_scope_of_tool(body: &[u8]) -> Option<HeaderValue> {
+    memchr::memmem::find(body, b"-32010")?;
+    let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = answer.get("result")?.get("structuredContent").filter(|e| e["code"] == -32010)?;
     let scopes: Vec<&str> =
         error["data"]["scopes"].as_array()?.iter().filter_map(serde_json::Value::as_str).collect();
     challenge_for(&scopes)

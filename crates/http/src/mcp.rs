@@ -74,6 +74,10 @@ pub(crate) async fn post(
         Err(resp) => return *resp,
     };
     let tenant = caller.tenant.clone();
+    // A session belongs to the tenant and, where the credential names one, the subject that
+    // opened it: to every other caller it is unknown (404).
+    let owner = session_owner(&caller);
+    let restricted = caller.grant != oncerpc_core::Grant::All;
     // The stateless revision (2026-07-28), chosen per request: no session, and _meta or the
     // version header names a revision of that era.
     if header_str(&headers, &SESSION_NAME).is_none()
@@ -96,7 +100,7 @@ pub(crate) async fn post(
     let token = header_str(&headers, &SESSION_NAME).map(str::to_owned);
     let (mut session, opening): (Session, bool) = match token.as_deref() {
         Some(token) => match door.sessions.check(token, now_ms()).await {
-            Ok(id) if *id.tenant == *tenant => {
+            Ok(id) if *id.tenant == *owner => {
                 let mut s = Session::new(tenant.clone());
                 s.version = Some(id.version);
                 s.log_level = door.sessions.tokens().log_level(token);
@@ -104,7 +108,7 @@ pub(crate) async fn post(
                 (s, false)
             }
             Err(SessionError::Unavailable) => return sessions_unavailable(door),
-            // Another tenant's session is as unknown as a forged one.
+            // Another tenant's (or subject's) session is as unknown as a forged one.
             Ok(_) | Err(_) => return session_not_found(door),
         },
         None if oncerpc_mcp::is_initialize(&bytes) => (Session::new(tenant.clone()), true),
@@ -132,11 +136,11 @@ pub(crate) async fn post(
     };
     let mut resp = match answer.body {
         Some(body) if answer.refused => crate::json_response(StatusCode::BAD_REQUEST, body, None),
-        Some(body) => crate::json_response(StatusCode::OK, body, None),
+        Some(body) => step_up(&st, restricted, body),
         None => StatusCode::ACCEPTED.into_response(),
     };
     if opening && let Some(version) = session.version {
-        let token = match door.sessions.open(&tenant, version, now_ms()).await {
+        let token = match door.sessions.open(&owner, version, now_ms()).await {
             Ok(token) => token,
             Err(_) => return sessions_unavailable(door),
         };
@@ -153,18 +157,18 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
     if let Err(resp) = origin_allowed(&st, &headers) {
         return *resp;
     }
-    let tenant = match st.authenticate(Door::Mcp, &headers, uri.query()).await {
-        Ok(c) => c.tenant,
+    let owner = match st.authenticate(Door::Mcp, &headers, uri.query()).await {
+        Ok(c) => session_owner(&c),
         Err(resp) => return *resp,
     };
     let Some(token) = header_str(&headers, &SESSION_NAME) else {
         return refuse(door, "no_session", StatusCode::BAD_REQUEST, "Mcp-Session-Id is required".into());
     };
     match door.sessions.tokens().verify(token, now_ms()) {
-        Ok(id) if *id.tenant == *tenant => match door.sessions.end(token, now_ms()).await {
+        Ok(id) if *id.tenant == *owner => match door.sessions.end(token, now_ms()).await {
             Ok(_) => {
                 door.server.metrics().session("ended");
-                tracing::info!(tenant = %tenant, "MCP session ended");
+                tracing::info!("MCP session ended");
                 StatusCode::NO_CONTENT.into_response()
             }
             Err(SessionError::Unavailable) => sessions_unavailable(door),
@@ -181,6 +185,31 @@ pub(crate) async fn get(State(st): State<Arc<AppState>>) -> Response {
     let mut resp = StatusCode::METHOD_NOT_ALLOWED.into_response();
     resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
     resp
+}
+
+/// Whose a session is: the tenant, and the credential's subject when it names one (a token's
+/// `sub`, a scoped key's `name`), after a unit separator no tenant name has.
+fn session_owner(caller: &crate::Caller) -> Arc<str> {
+    match &caller.subject {
+        None => caller.tenant.clone(),
+        Some(subject) => Arc::from(format!("{}\u{1f}{subject}", caller.tenant)),
+    }
+}
+
+/// A `200` answer, or — for a caller whose token or key holds only some scopes, refused a tool
+/// for one it lacks — `403` with `WWW-Authenticate: Bearer error="insufficient_scope",
+/// scope="…"`, the MCP authorization spec's step-up: the host may ask for a token with more.
+pub(crate) fn step_up(st: &AppState, restricted: bool, body: Vec<u8>) -> Response {
+    let challenge = restricted.then(|| crate::insufficient_scope_of_tool(&body)).flatten();
+    match challenge {
+        Some(c) => {
+            st.auth_refused("insufficient_scope");
+            let mut resp = crate::json_response(StatusCode::FORBIDDEN, body, None);
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+            resp
+        }
+        None => crate::json_response(StatusCode::OK, body, None),
+    }
 }
 
 /// DNS rebinding: a browser page of another origin must not reach a local server. No

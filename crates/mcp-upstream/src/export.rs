@@ -82,6 +82,8 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
         .timeout(spec.method_timeout);
         method.transport_failures_unrecorded = true;
         method.description = tool["description"].as_str().map(str::to_owned);
+        method.scopes = spec.tool_scopes.get(name).unwrap_or(&spec.scopes).clone();
+        let scopes = method.scopes.clone();
         match (kind, spec.derive_key.get(name)) {
             (Kind::Command, Some(window)) => method.derive_key_window = Some(*window),
             (Kind::Query, Some(_)) => {
@@ -103,6 +105,7 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
                         "taskSupport": if kind == Kind::Command { "optional" } else { "forbidden" }
                     }),
                     header_params,
+                    scopes,
                 },
                 method,
             }),

@@ -68,6 +68,10 @@ pub struct UpstreamSpec {
     /// Per upstream tool name: a call without a key gets one derived from its arguments,
     /// a duplicate within this window (`derive_key`, commands only).
     pub derive_key: BTreeMap<String, Duration>,
+    /// The scopes a caller must hold to call its tools (SPEC §20) …
+    pub scopes: Vec<String>,
+    /// … or, per upstream tool name, these instead.
+    pub tool_scopes: BTreeMap<String, Vec<String>>,
 }
 
 /// The upstreams of one gateway, connected and kept connected by their supervisors.

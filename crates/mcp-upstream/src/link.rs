@@ -363,6 +363,8 @@ mod tests {
             key_argument: None,
             kinds: BTreeMap::new(),
             derive_key: BTreeMap::new(),
+            scopes: Vec::new(),
+            tool_scopes: BTreeMap::new(),
         };
         Link::new(spec, UpstreamMetrics::new()).unwrap()
     }

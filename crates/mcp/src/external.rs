@@ -51,6 +51,13 @@ pub struct Set {
     next: u64,
 }
 
+impl Set {
+    /// The tools offered, in source then name order.
+    pub fn tools(&self) -> &[Arc<ExternalTool>] {
+        &self.list
+    }
+}
+
 /// One source's tools, and its place in the order of arrival.
 #[derive(Clone)]
 struct Offer {
@@ -140,7 +147,7 @@ impl External {
         self.snapshot().by_name.get(name).cloned()
     }
 
-    /// The tools offered now.
+    /// The tools offered now (see [`Set::tools`]).
     pub fn snapshot(&self) -> Arc<Set> {
         self.inner.set.read().unwrap_or_else(|e| e.into_inner()).clone()
     }

@@ -270,10 +270,12 @@ impl McpServer {
             "initialize" => Ok(self.initialize(&req, session)),
             "ping" => Ok(Cow::Borrowed("{}")),
             "logging/setLevel" => set_level(&req, session).map(|()| Cow::Borrowed("{}")),
-            "tools/list" if tasks::session::offered(session) => {
-                cursor(&req).and_then(|c| self.tools.page_with_execution(c.as_deref())).map(Cow::Owned)
+            "tools/list" if tasks::session::offered(session) => cursor(&req)
+                .and_then(|c| self.tools.page_with_execution(c.as_deref(), &session.grant))
+                .map(Cow::Owned),
+            "tools/list" => {
+                cursor(&req).and_then(|c| self.tools.page(c.as_deref(), &session.grant)).map(Cow::Owned)
             }
-            "tools/list" => cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(Cow::Owned),
             "tools/call" => match self.tools_call(&req, id, session, outbox).await {
                 Ok(Some((r, e))) => {
                     tool_error = e;

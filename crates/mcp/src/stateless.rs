@@ -264,7 +264,10 @@ impl McpServer {
         let answer: Result<String, RpcError> = match &*req.method {
             "server/discover" => Ok(discover::result()),
             "tools/list" => {
-                crate::cursor(&req).and_then(|c| self.tools.page(c.as_deref())).map(|page| cacheable(&page))
+                let scope = if self.tools.scoped() { "private" } else { "public" };
+                crate::cursor(&req)
+                    .and_then(|c| self.tools.page(c.as_deref(), &session.grant))
+                    .map(|page| cacheable(&page, scope))
             }
             "tools/call"
                 if let route @ (tasks::Route::Task | tasks::Route::Refused(_)) =
@@ -606,8 +609,10 @@ pub(crate) fn complete(result: &str) -> String {
 
 /// A cacheable result (`tools/list`): `resultType`, and the caching hints `ttlMs` and
 /// `cacheScope` (`public`: every tenant sees the same tools).
-fn cacheable(result: &str) -> String {
-    let hints = format!(r#""ttlMs":{LIST_TTL_MS},"cacheScope":"public","#);
+/// `result` with the caching hints: `scope` is `public` when every caller sees the same list,
+/// `private` when it depends on the caller's scopes.
+fn cacheable(result: &str, scope: &str) -> String {
+    let hints = format!(r#""ttlMs":{LIST_TTL_MS},"cacheScope":"{scope}","#);
     let completed = complete(result);
     match completed.strip_prefix('{') {
         Some(rest) => format!("{{{hints}{rest}"),
@@ -637,7 +642,7 @@ mod tests {
     fn results_get_their_result_type_and_lists_their_hints() {
         assert_eq!(complete("{}"), r#"{"resultType":"complete"}"#);
         assert_eq!(complete(r#"{"a":1}"#), r#"{"resultType":"complete","a":1}"#);
-        let list: Value = serde_json::from_str(&cacheable(r#"{"tools":[]}"#)).unwrap();
+        let list: Value = serde_json::from_str(&cacheable(r#"{"tools":[]}"#, "public")).unwrap();
         assert_eq!(
             list,
             json!({"resultType":"complete","ttlMs":LIST_TTL_MS,"cacheScope":"public","tools":[]})

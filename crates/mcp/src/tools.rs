@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use oncerpc_core::{Kind, MethodSpec, Registry};
+use oncerpc_core::{Grant, Kind, MethodSpec, Registry};
 
 use crate::external::External;
 use oncerpc_protocol::RpcError;
@@ -43,6 +43,9 @@ pub struct Tool {
     /// Its `x-mcp-header` arguments: the header's `{Name}` and the argument's path (read once
     /// here, checked on every stateless call over HTTP).
     pub header_params: Vec<(String, Vec<String>)>,
+    /// The scopes a caller must hold to call it (its method's): `tools/list` shows it only to
+    /// callers that hold them (SPEC §20).
+    pub scopes: Vec<String>,
 }
 
 /// The tools of one registry, in name order, then the external ones (other servers' tools,
@@ -77,6 +80,7 @@ impl Tools {
                 json,
                 task_required,
                 execution: json!({ "taskSupport": support }),
+                scopes: spec.scopes.clone(),
             });
         }
         tools
@@ -106,21 +110,34 @@ impl Tools {
         self.list.is_empty()
     }
 
-    /// The `tools/list` result from `cursor` (`None`: the first page). The cursor is the
-    /// position of the page's first tool; one that is not a cursor of ours is `-32602`.
-    pub fn page(&self, cursor: Option<&str>) -> Result<String, RpcError> {
-        self.page_of(cursor, false)
+    /// The `tools/list` result from `cursor` (`None`: the first page) for a caller holding
+    /// `grant`: the tools it may call (SPEC §20). The cursor is the position of the page's
+    /// first tool in that caller's list; one that is not a cursor of ours is `-32602`.
+    pub fn page(&self, cursor: Option<&str>, grant: &Grant) -> Result<String, RpcError> {
+        self.page_of(cursor, false, grant)
     }
 
     /// [`page`](Self::page) with each tool's `execution.taskSupport` (the session era's
     /// `2025-11-25`, whose experimental tasks are per tool).
-    pub fn page_with_execution(&self, cursor: Option<&str>) -> Result<String, RpcError> {
-        self.page_of(cursor, true)
+    pub fn page_with_execution(&self, cursor: Option<&str>, grant: &Grant) -> Result<String, RpcError> {
+        self.page_of(cursor, true, grant)
     }
 
-    fn page_of(&self, cursor: Option<&str>, execution: bool) -> Result<String, RpcError> {
+    /// Whether some tool requires a scope: then callers see different lists.
+    pub fn scoped(&self) -> bool {
+        self.list.iter().any(|t| !t.scopes.is_empty())
+            || self.external.snapshot().list.iter().any(|t| !t.tool.scopes.is_empty())
+    }
+
+    fn page_of(&self, cursor: Option<&str>, execution: bool, grant: &Grant) -> Result<String, RpcError> {
         let external = self.external.snapshot();
-        let all = self.list.len() + external.list.len();
+        let tools: Vec<&Tool> = self
+            .list
+            .iter()
+            .chain(external.list.iter().map(|t| &t.tool))
+            .filter(|t| grant.allows(&t.scopes))
+            .collect();
+        let all = tools.len();
         let from = match cursor {
             None => 0,
             Some(c) => c
@@ -130,7 +147,6 @@ impl Tools {
                 .ok_or_else(|| RpcError::invalid_params("invalid cursor: pass nextCursor as it came"))?,
         };
         let to = (from + PAGE_SIZE).min(all);
-        let tools: Vec<&Tool> = self.list.iter().chain(external.list.iter().map(|t| &t.tool)).collect();
         let shown = &tools[from..to];
         let mut page = if execution {
             let with = |t: &&Tool| {
@@ -292,7 +308,8 @@ mod tests {
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page: Value = serde_json::from_str(&tools.page(cursor.as_deref()).unwrap()).unwrap();
+            let page: Value =
+                serde_json::from_str(&tools.page(cursor.as_deref(), &Grant::All).unwrap()).unwrap();
             names.extend(
                 page["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()),
             );
@@ -303,7 +320,7 @@ mod tests {
         }
         assert_eq!(names.len(), 152);
         assert_eq!(names.len(), tools.len());
-        assert!(tools.page(Some("x")).is_err());
-        assert!(tools.page(Some("100000")).is_err());
+        assert!(tools.page(Some("x"), &Grant::All).is_err());
+        assert!(tools.page(Some("100000"), &Grant::All).is_err());
     }
 }

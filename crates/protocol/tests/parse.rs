@@ -955,7 +955,7 @@ fn spec_messages_are_the_spec_wording() {
 
 #[test]
 fn unknown_codes_are_application_codes() {
-    for code in [-32000, -32010, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
+    for code in [-32000, -32012, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
         assert_eq!(ErrorCode::from_code(code), ErrorCode::Application(code));
         assert_eq!(ErrorCode::Application(code).code(), code);
         assert_eq!(ErrorCode::Application(code).http_status(), 500);

@@ -60,9 +60,14 @@ impl Provider {
     /// (Re)start serving, signing with the first of `kids`, publishing all; waits until it
     /// answers.
     pub async fn serve(&mut self, kids: &[&str]) {
+        self.serve_for(kids, RESOURCE).await
+    }
+
+    /// [`serve`](Self::serve), issuing tokens for `resource`.
+    pub async fn serve_for(&mut self, kids: &[&str], resource: &str) {
         self.stop();
         let mut cmd = node(&node_dir().unwrap());
-        cmd.args(["serve", &self.port.to_string(), RESOURCE]);
+        cmd.args(["serve", &self.port.to_string(), resource]);
         for kid in kids {
             cmd.arg(self.dir.join(format!("{kid}.jwk.json")));
         }
@@ -87,6 +92,11 @@ impl Provider {
 
     /// An access token for oncerpc's resource by the client-credentials grant.
     pub async fn token(&self, client: &str, secret: &str, scope: &str) -> String {
+        self.token_for(client, secret, scope, RESOURCE).await
+    }
+
+    /// An access token for `resource` by the client-credentials grant.
+    pub async fn token_for(&self, client: &str, secret: &str, scope: &str, resource: &str) -> String {
         let resp = super::http_client()
             .post(format!("{}/token", self.issuer()))
             .basic_auth(client, Some(secret))
@@ -94,7 +104,7 @@ impl Provider {
             .body(format!(
                 "grant_type=client_credentials&scope={}&resource={}",
                 scope.replace(' ', "%20"),
-                RESOURCE.replace(':', "%3A").replace('/', "%2F")
+                resource.replace(':', "%3A").replace('/', "%2F")
             ))
             .send()
             .await

@@ -22,10 +22,17 @@ impl Gateway {
 
     /// [`start`](Self::start) with environment variables set for the child.
     pub fn start_env(args: &[&str], env: &[(&str, &str)]) -> Gateway {
+        let mut all = vec!["--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        Self::start_as(&all, env)
+    }
+
+    /// `oncerpc serve <args>` (its address from them or the config), with `env`; returns once
+    /// it is listening.
+    pub fn start_as(args: &[&str], env: &[(&str, &str)]) -> Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_oncerpc"))
             .envs(env.iter().copied())
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

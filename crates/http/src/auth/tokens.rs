@@ -185,6 +185,11 @@ impl Issuers {
         self.issuers.is_empty()
     }
 
+    /// The issuers' URLs (RFC 9728 `authorization_servers`).
+    pub fn issuer_urls(&self) -> Vec<String> {
+        self.issuers.iter().map(|i| i.spec.issuer.clone()).collect()
+    }
+
     /// Fetch every issuer's keys now and keep them fresh (inside a tokio runtime): a failed
     /// fetch is retried with backoff (1 s doubling to 10 s), a good one again after
     /// `jwks_refresh_secs`.

@@ -39,6 +39,7 @@ pub(crate) async fn post(
     // shared buffer: no copy of the request's headers).
     let owned = Owned::from(headers);
     let Some(door) = &st.mcp else { return StatusCode::NOT_FOUND.into_response() };
+    let restricted = caller.grant != oncerpc_core::Grant::All;
     // The key, key_header and trace headers, read as in the session era (and on /rpc): both
     // eras take a key from the same places and refuse the same conflicts.
     let carried = match crate::request_meta(&st, headers, caller) {
@@ -67,7 +68,7 @@ pub(crate) async fn post(
             refused(door, why.reason(), StatusCode::BAD_REQUEST, &message, body)
         }
         (Status::MethodNotFound, Some(body)) => crate::json_response(StatusCode::NOT_FOUND, body, None),
-        (_, Some(body)) => crate::json_response(StatusCode::OK, body, None),
+        (_, Some(body)) => super::step_up(&st, restricted, body),
         (_, None) => StatusCode::ACCEPTED.into_response(),
     }
 }
