@@ -73,6 +73,27 @@ pub struct IssuerConfig {
     pub scopes_claim: String,
     #[serde(default = "default_refresh")]
     pub jwks_refresh_secs: u64,
+    /// RFC 7662 introspection of the issuer's opaque tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection: Option<IntrospectionConfig>,
+}
+
+/// `introspection = { url, client_id, client_secret, cache_secs }`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    pub url: String,
+    /// oncerpc's own client at the authorization server (client_secret_basic).
+    pub client_id: String,
+    /// Put it in the environment: `"${NAME}"`.
+    pub client_secret: String,
+    /// An answer is kept at most this long (a revoked token works until then).
+    #[serde(default = "default_cache_secs")]
+    pub cache_secs: u64,
+}
+
+fn default_cache_secs() -> u64 {
+    60
 }
 
 fn default_algorithms() -> Vec<String> {
@@ -146,6 +167,17 @@ impl AuthSection {
             if is.leeway_secs > 300 {
                 return Err(format!("{at}.leeway_secs must be at most 300"));
             }
+            if let Some(i) = &is.introspection {
+                if !is_url(&i.url) {
+                    return Err(format!("{at}.introspection.url must be an http:// or https:// URL"));
+                }
+                if i.client_id.is_empty() || i.client_secret.is_empty() {
+                    return Err(format!("{at}.introspection: client_id and client_secret are required"));
+                }
+                if !(1..=3600).contains(&i.cache_secs) {
+                    return Err(format!("{at}.introspection.cache_secs must be between 1 and 3600"));
+                }
+            }
         }
         Ok(())
     }
@@ -166,6 +198,12 @@ impl AuthSection {
                 },
                 scopes_claim: is.scopes_claim.clone(),
                 jwks_refresh: Duration::from_secs(is.jwks_refresh_secs),
+                introspection: is.introspection.as_ref().map(|i| oncerpc_http::Introspection {
+                    url: i.url.clone(),
+                    client_id: i.client_id.clone(),
+                    client_secret: i.client_secret.clone(),
+                    cache: Duration::from_secs(i.cache_secs),
+                }),
             })
             .collect()
     }

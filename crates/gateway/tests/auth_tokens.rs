@@ -330,3 +330,50 @@ async fn a_provider_that_is_down_or_hangs_is_a_503_and_api_keys_keep_working() {
     assert_eq!(accepted(&http, &good).await.status, 200);
     assert_eq!(up.count("look"), 2, "the key's call and the token's");
 }
+
+/// Opaque access tokens (not JWTs) are introspected (RFC 7662) at the issuer with oncerpc's own
+/// client: an active one calls what its scopes allow, an unknown one is `401`, and a provider
+/// that is gone is `503` for a token it has not vouched for yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opaque_token_is_introspected() {
+    let dir = TempDir::new("auth-introspect");
+    let Some(mut idp) = Provider::new(&dir.0) else { return };
+    idp.keygen("k1");
+    idp.serve(&["k1"]).await;
+    let up = Upstream::start().await;
+    let opaque_resource = format!("{RESOURCE}opaque");
+    let config = config(&dir, &idp.issuer(), &up).replace(
+        &format!("audience = \"{RESOURCE}\""),
+        &format!(
+            "audience = [\"{RESOURCE}\", \"{opaque_resource}\"]\nintrospection = {{ url = \"{}/token/introspection\", client_id = \"oncerpc-gateway\", client_secret = \"${{INTROSPECTION_SECRET}}\" }}",
+            idp.issuer()
+        ),
+    );
+    let path = dir.file("oncerpc.toml");
+    std::fs::write(&path, config).unwrap();
+    let gw = Gateway::start_env(
+        &["--config", &path.display().to_string()],
+        &[("INTROSPECTION_SECRET", "oncerpc-gateway-s3cr3t-0005")],
+    );
+    let http = gw.http();
+    let reader = idp.token_for("acme-reader", "acme-reader-s3cr3t-0002", "orders:read", &opaque_resource).await;
+    assert!(!reader.contains('.'), "an opaque token: {reader}");
+    let read = rpc(&http, &reader, &call(1, "orders.read", json!({}))).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    let create = call(2, "orders.create", json!({"sku": "I-1", "idempotency_key": unique("intro")}));
+    let refused = rpc(&http, &reader, &create).await;
+    assert_eq!(refused.status, 403, "its scopes, from the introspection answer: {}", refused.body);
+    let before = refusals(&http, "inactive_token").await;
+    let unknown = rpc(&http, "not-a-token-the-provider-issued-0123456789", &call(3, "orders.read", json!({}))).await;
+    assert_eq!(unknown.status, 401, "{}", unknown.body);
+    assert_eq!(refusals(&http, "inactive_token").await, before + 1);
+    // The provider goes away: a token it vouched for is kept (cached), a new one cannot be judged.
+    let other = idp.token_for("acme-service", "acme-client-s3cr3t-0001", "orders:read", &opaque_resource).await;
+    idp.stop();
+    assert_eq!(rpc(&http, &reader, &call(4, "orders.read", json!({}))).await.status, 200, "cached");
+    let down = rpc(&http, &other, &call(5, "orders.read", json!({}))).await;
+    assert_eq!(down.status, 503, "{}", down.body);
+    assert_eq!(down.json()["error"]["code"], -32011);
+    assert_eq!(up.count("charge"), 0);
+    assert!(!gw.log().join("\n").contains(&reader), "a token reached the log");
+}

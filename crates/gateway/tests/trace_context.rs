@@ -151,6 +151,35 @@ async fn traceparent_reaches_every_upstream_step_and_the_logs() {
 /// `oncerpc stdio` has no headers: the trace context comes in `params._meta`, reaches every
 /// step and the access line; a retry under another trace context is the same call (`_meta` is
 /// reserved: no part of the fingerprint). `/rpc` reads it there too when no header came.
+/// The stateless MCP revision takes `traceparent` and the key from the POST's headers, as the
+/// session era does (it dropped both: a retry keyed by a header ran twice, untraced).
+#[tokio::test]
+async fn a_stateless_mcp_call_takes_its_trace_and_key_from_the_headers() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("trace-mcp26");
+    let gw = gateway(&dir, &up);
+    let tp = traceparent();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "orders.create", "arguments": {"sku": "H"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = [
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "orders.create"),
+        ("traceparent", tp.as_str()),
+        ("tracestate", "vendor=mcp"),
+        ("idempotency-key", "t-mcp26-header"),
+    ];
+    for _ in 0..2 {
+        let a = gw.http().post("/mcp", call.to_string(), &headers).await;
+        assert_eq!(a.status, 200, "{}", a.body);
+    }
+    step_parents(&up, 0, Some("vendor=mcp"));
+}
+
 #[tokio::test]
 async fn a_trace_context_in_params_meta_is_read_over_stdio_and_on_rpc() {
     let up = Upstream::start().await;

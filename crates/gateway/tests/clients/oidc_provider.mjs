@@ -9,7 +9,9 @@
 //                                               with the first of the KEYS (JWK files), publishing all
 // Clients (client_secret_basic): acme-service (orders:read orders:write), acme-reader
 // (orders:read), beta-service (orders:read orders:write), gamma-service (a tenant oncerpc does
-// not have). Every access token carries org_id: the client id's first part.
+// not have), and oncerpc-gateway (oncerpc's own, for introspection). Every access token carries
+// org_id: the client id's first part. A token for RESOURCE is a JWT, for RESOURCE + "opaque" an
+// opaque one (introspection at /token/introspection says what it is).
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -48,6 +50,8 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     client("acme-reader", "acme-reader-s3cr3t-0002", "orders:read"),
     client("beta-service", "beta-client-s3cr3t-0003", "orders:read orders:write"),
     client("gamma-service", "gamma-client-s3cr3t-0004", "orders:read orders:write"),
+    // oncerpc's own client, for introspection.
+    client("oncerpc-gateway", "oncerpc-gateway-s3cr3t-0005", ""),
   ],
   scopes: ["orders:read", "orders:write"],
   features: {
@@ -58,7 +62,11 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
       enabled: true,
       defaultResource: () => resource,
       useGrantedResource: () => true,
+      // RESOURCE gets JWT access tokens; RESOURCE + "opaque" opaque ones (introspected).
       getResourceServerInfo: (_ctx, indicator) => {
+        if (indicator === `${resource}opaque`) {
+          return { scope: "orders:read orders:write", audience: indicator, accessTokenTTL: 600, accessTokenFormat: "opaque" };
+        }
         if (indicator !== resource) throw new errors.InvalidTarget();
         return {
           scope: "orders:read orders:write",

@@ -2,6 +2,7 @@
 //! in constant time, a plain `api_keys` entry holding every scope of its tenant, a
 //! `[[tenants.keys]]` entry the scopes it names — and the issuers' access tokens ([`tokens`]).
 
+pub mod introspect;
 pub mod tokens;
 
 use std::collections::HashMap;

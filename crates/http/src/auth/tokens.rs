@@ -36,7 +36,7 @@ pub const REFETCH_EVERY: Duration = Duration::from_secs(30);
 /// Fetches that failed are tried again after 1 s, doubling up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// One fetch of metadata or keys may take this long.
-const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where an issuer's tokens get their tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,8 @@ pub struct IssuerSpec {
     pub tenant: TenantFrom,
     pub scopes_claim: String,
     pub jwks_refresh: Duration,
+    /// RFC 7662 introspection for the issuer's opaque tokens ([`super::introspect`]).
+    pub introspection: Option<super::introspect::Introspection>,
 }
 
 /// Why a token is refused: the caller's fault, answered `401`. The label is the `reason` of
@@ -74,6 +76,8 @@ pub enum Refusal {
     Expired,
     NotYetValid,
     Tenant,
+    /// Introspection says the token is not active (unknown, revoked, expired).
+    Inactive,
 }
 
 impl Refusal {
@@ -89,6 +93,7 @@ impl Refusal {
             Refusal::Expired => "expired",
             Refusal::NotYetValid => "not_yet_valid",
             Refusal::Tenant => "tenant",
+            Refusal::Inactive => "inactive_token",
         }
     }
 }
@@ -113,7 +118,7 @@ pub struct Verified {
     pub subject: Option<Arc<str>>,
     pub grant: Grant,
     /// When it expires (the cache forgets it then).
-    expires: Instant,
+    pub(super) expires: Instant,
 }
 
 /// One issuer's keys, by `kid`.
@@ -124,8 +129,8 @@ struct Keys {
     loaded: bool,
 }
 
-struct Issuer {
-    spec: IssuerSpec,
+pub(super) struct Issuer {
+    pub(super) spec: IssuerSpec,
     validation: Validation,
     keys: RwLock<Keys>,
     /// When keys were last fetched because of an unknown `kid`.
@@ -136,10 +141,10 @@ struct Issuer {
 
 /// The configured issuers, their keys and the verified tokens.
 pub struct Issuers {
-    issuers: Vec<Arc<Issuer>>,
+    pub(super) issuers: Vec<Arc<Issuer>>,
     tenants: Vec<String>,
     cache: Mutex<HashMap<[u8; 32], Verified>>,
-    http: reqwest::Client,
+    pub(super) http: reqwest::Client,
 }
 
 impl std::fmt::Debug for Issuers {
@@ -220,12 +225,9 @@ impl Issuers {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::Refused(Refusal::TooLarge));
         }
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let now = Instant::now();
-        if let Some(v) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&digest)
-            && v.expires > now
-        {
-            return Ok(v.clone());
+        let digest = digest_of(token);
+        if let Some(v) = self.cached(&digest) {
+            return Ok(v);
         }
         let refused = |r| Err(TokenError::Refused(r));
         let Ok(header) = jsonwebtoken::decode_header(token) else { return refused(Refusal::Malformed) };
@@ -260,6 +262,19 @@ impl Issuers {
             Err(e) => return refused(refusal_of(e.kind())),
         };
         let verified = self.identity(issuer, &data.claims)?;
+        self.remember(digest, &verified);
+        Ok(verified)
+    }
+
+    /// A verified token of the cache, unless it expired.
+    pub(super) fn cached(&self, digest: &[u8; 32]) -> Option<Verified> {
+        let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache.get(digest).filter(|v| v.expires > Instant::now()).cloned()
+    }
+
+    /// Keep a verified token until it expires (at most [`MAX_CACHED`] of them).
+    pub(super) fn remember(&self, digest: [u8; 32], verified: &Verified) {
+        let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= MAX_CACHED {
             cache.retain(|_, v| v.expires > now);
@@ -268,11 +283,10 @@ impl Issuers {
             }
         }
         cache.insert(digest, verified.clone());
-        Ok(verified)
     }
 
     /// The tenant, subject and scopes of a token whose signature and claims were checked.
-    fn identity(&self, issuer: &Issuer, claims: &Value) -> Result<Verified, TokenError> {
+    pub(super) fn identity(&self, issuer: &Issuer, claims: &Value) -> Result<Verified, TokenError> {
         let tenant = match &issuer.spec.tenant {
             TenantFrom::Fixed(t) => t.clone(),
             TenantFrom::Claim(claim) => match claims.get(claim).and_then(Value::as_str) {
@@ -335,7 +349,7 @@ impl Issuer {
         }
     }
 
-    fn unavailable(&self) -> TokenError {
+    pub(super) fn unavailable(&self) -> TokenError {
         TokenError::Unavailable(Unavailable { issuer: self.spec.issuer.clone() })
     }
 
@@ -387,6 +401,11 @@ impl Issuer {
         }
         Err(last)
     }
+}
+
+/// The SHA-256 a token is cached under (the cache never holds the token).
+pub(super) fn digest_of(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
 }
 
 /// GET `url` as JSON within [`FETCH_TIMEOUT`]; the error says why in a few words (no body).
