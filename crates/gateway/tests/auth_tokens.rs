@@ -356,19 +356,22 @@ async fn an_opaque_token_is_introspected() {
         &[("INTROSPECTION_SECRET", "oncerpc-gateway-s3cr3t-0005")],
     );
     let http = gw.http();
-    let reader = idp.token_for("acme-reader", "acme-reader-s3cr3t-0002", "orders:read", &opaque_resource).await;
+    let reader =
+        idp.token_for("acme-reader", "acme-reader-s3cr3t-0002", "orders:read", &opaque_resource).await;
     assert!(!reader.contains('.'), "an opaque token: {reader}");
     let read = rpc(&http, &reader, &call(1, "orders.read", json!({}))).await;
-    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.status, 200, "{}\n{}", read.body, gw.log().join("\n"));
     let create = call(2, "orders.create", json!({"sku": "I-1", "idempotency_key": unique("intro")}));
     let refused = rpc(&http, &reader, &create).await;
     assert_eq!(refused.status, 403, "its scopes, from the introspection answer: {}", refused.body);
     let before = refusals(&http, "inactive_token").await;
-    let unknown = rpc(&http, "not-a-token-the-provider-issued-0123456789", &call(3, "orders.read", json!({}))).await;
+    let unknown =
+        rpc(&http, "not-a-token-the-provider-issued-0123456789", &call(3, "orders.read", json!({}))).await;
     assert_eq!(unknown.status, 401, "{}", unknown.body);
     assert_eq!(refusals(&http, "inactive_token").await, before + 1);
     // The provider goes away: a token it vouched for is kept (cached), a new one cannot be judged.
-    let other = idp.token_for("acme-service", "acme-client-s3cr3t-0001", "orders:read", &opaque_resource).await;
+    let other =
+        idp.token_for("acme-service", "acme-client-s3cr3t-0001", "orders:read", &opaque_resource).await;
     idp.stop();
     assert_eq!(rpc(&http, &reader, &call(4, "orders.read", json!({}))).await.status, 200, "cached");
     let down = rpc(&http, &other, &call(5, "orders.read", json!({}))).await;

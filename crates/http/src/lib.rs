@@ -484,14 +484,19 @@ impl AppState {
         match presented.as_deref().map(|k| tenants.caller(k)) {
             Some(Some(caller)) => Ok(caller),
             // Not an API key: an opaque access token, where an issuer introspects them.
-            Some(None) if let (Some(issuers), Some(token)) = (&self.config.issuers, bearer)
-                && issuers.introspects()
-                && !headers.contains_key(API_KEY_HEADER) =>
+            Some(None)
+                if let (Some(issuers), Some(token)) = (&self.config.issuers, bearer)
+                    && issuers.introspects()
+                    && !headers.contains_key(API_KEY_HEADER) =>
             {
                 match issuers.introspect(token).await {
                     Ok(v) => Ok(Caller { tenant: v.tenant, grant: v.grant, subject: v.subject }),
-                    Err(tokens::TokenError::Refused(r)) => Err(self.unauthorized(door, headers, r.reason(), true)),
-                    Err(tokens::TokenError::Unavailable(u)) => Err(self.identity_unavailable(door, &u.issuer)),
+                    Err(tokens::TokenError::Refused(r)) => {
+                        Err(self.unauthorized(door, headers, r.reason(), true))
+                    }
+                    Err(tokens::TokenError::Unavailable(u)) => {
+                        Err(self.identity_unavailable(door, &u.issuer))
+                    }
                 }
             }
             Some(None) => Err(self.unauthorized(door, headers, "invalid_key", true)),

@@ -51,7 +51,7 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     client("beta-service", "beta-client-s3cr3t-0003", "orders:read orders:write"),
     client("gamma-service", "gamma-client-s3cr3t-0004", "orders:read orders:write"),
     // oncerpc's own client, for introspection.
-    client("oncerpc-gateway", "oncerpc-gateway-s3cr3t-0005", ""),
+    client("oncerpc-gateway", "oncerpc-gateway-s3cr3t-0005", "orders:read"),
   ],
   scopes: ["orders:read", "orders:write"],
   features: {
