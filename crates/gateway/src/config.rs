@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use crate::limits::Limits;
+pub use oncerpc_flows::{StepConfig, UpstreamConfig};
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -222,39 +223,6 @@ fn default_batch_concurrency() -> usize {
     16
 }
 
-/// `[upstream]`: how flow steps talk to their upstreams (SPEC §12).
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamConfig {
-    /// A step whose answer is larger fails with `-32006`; reading stops there.
-    #[serde(default = "default_max_response_bytes")]
-    pub max_response_bytes: usize,
-    /// Follow `3xx` answers; when `false` a redirect fails the step like any non-2xx.
-    #[serde(default)]
-    pub follow_redirects: bool,
-    /// `https://` steps: a PEM file of extra trusted CAs, on top of the platform's roots.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ca_file: Option<PathBuf>,
-    /// mTLS: the certificate chain (PEM) presented to upstreams that ask for one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_cert_file: Option<PathBuf>,
-    /// mTLS: the private key (PEM) of `client_cert_file`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_key_file: Option<PathBuf>,
-}
-
-impl Default for UpstreamConfig {
-    fn default() -> Self {
-        UpstreamConfig {
-            max_response_bytes: default_max_response_bytes(),
-            follow_redirects: false,
-            ca_file: None,
-            client_cert_file: None,
-            client_key_file: None,
-        }
-    }
-}
-
 /// `[tls]`: the listener's certificate and key (PEM), read again on `SIGHUP`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -263,10 +231,6 @@ pub struct TlsSection {
     pub cert_file: PathBuf,
     /// The private key (PKCS#8, PKCS#1 or SEC1).
     pub key_file: PathBuf,
-}
-
-fn default_max_response_bytes() -> usize {
-    1024 * 1024
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -377,27 +341,6 @@ impl Default for MethodConfig {
 
 /// `store.ttl_secs` must be at least this many times `store.lease_ms`.
 pub const TTL_LEASE_RATIO: u64 = 10;
-
-/// `[[methods.steps]]`. `Default` is a base for struct literals (an empty name and URL are
-/// not valid by themselves).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct StepConfig {
-    pub name: String,
-    /// An HTTP upstream (`POST`); exactly one of `url` and `mcp`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub url: String,
-    /// A tool of an MCP upstream (`mcp = { upstream, tool }`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mcp: Option<crate::mcp_upstreams::McpStep>,
-    /// Attempts and backoff for transient failures (`retry.rs`); one attempt by default.
-    #[serde(default)]
-    pub retry: crate::retry::RetryPolicy,
-    /// Each attempt's own time limit; without it an attempt may take the method's whole
-    /// remaining time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-}
 
 impl Config {
     /// Read and validate a config file.

@@ -9,17 +9,17 @@ pub mod bounds;
 pub mod config;
 pub mod console;
 pub mod demo;
-pub mod flow;
 mod limits;
 mod log_text;
 pub mod logging;
 pub mod mcp;
 pub mod mcp_upstreams;
-pub mod retry;
 pub mod secrets;
 pub mod telemetry;
-pub mod upstream;
 pub mod webhooks;
+
+// The flow engine is the library crate oncerpc-flows; its modules keep their old paths here.
+pub use oncerpc_flows::{flow, retry, upstream};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -63,8 +63,8 @@ impl App {
         }
         let attempts = flow::StepAttempts::new();
         let mcp = mcp_upstreams::upstreams(&config)?;
-        let client = upstream::client(&config.upstream)?;
-        flow::register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
+        let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
+        register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
         let store = open_store(&config.store, config.mode).await?;
         let mut app = App::with_store(config, registry, demo_state, store)?;
         if !app.config.auth.issuers.is_empty() {
@@ -344,7 +344,7 @@ pub async fn open_store(cfg: &config::StoreConfig, mode: Mode) -> Result<Arc<dyn
 /// Read every certificate and key file a config names (`[tls]`, `[upstream]`,
 /// `store.ca_file`) the way serving will, without connecting anywhere.
 pub fn check_tls_files(config: &Config) -> Result<(), ConfigError> {
-    upstream::client(&config.upstream)?;
+    upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
     if let Some(t) = &config.tls {
         oncerpc_http::tls::ListenerTls::load(&t.cert_file, &t.key_file, None)
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;
@@ -395,6 +395,30 @@ pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::M
     spec.scopes = m.scopes.clone();
     mcp::apply(m, &mut spec);
     webhooks::apply(m, spec)
+}
+
+/// Register every `[[methods]]` flow of `config`; their attempts are counted in `attempts`.
+pub fn register_flows(
+    registry: &mut Registry,
+    config: &Config,
+    client: &reqwest::Client,
+    attempts: &flow::StepAttempts,
+    mcp: Option<&Arc<oncerpc_mcp_upstream::Upstreams>>,
+) -> Result<(), ConfigError> {
+    let policy = flow::UpstreamPolicy {
+        max_response_bytes: config.upstream.max_response_bytes,
+        production: config.mode == Mode::Production,
+    };
+    for m in &config.methods {
+        let timeout = Duration::from_millis(config.method_timeout_ms(m));
+        let flow =
+            flow::Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone())
+                .with_mcp(mcp.cloned());
+        registry
+            .register_arc(&m.name, method_spec(config, m), Arc::new(flow))
+            .map_err(|e| ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
+    }
+    Ok(())
 }
 
 /// Re-export of the router type so embedders need not depend on axum directly.

@@ -288,30 +288,7 @@ pub fn upstreams(
     Ok(Some(std::sync::Arc::new(upstreams)))
 }
 
-/// `[[methods.steps]] mcp = { upstream = "mail", tool = "send_message" }`: the step calls one
-/// tool of an upstream (its own name, without the prefix) with the step's input as arguments.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpStep {
-    pub upstream: String,
-    pub tool: String,
-}
-
-/// A step's output from the upstream's `CallToolResult`: its `structuredContent`, else its
-/// first text parsed as JSON, else that text as a JSON string.
-pub fn step_output(result: &serde_json::Value) -> String {
-    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
-        return s.to_string();
-    }
-    let text = result["content"]
-        .as_array()
-        .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
-        .unwrap_or_default();
-    match serde_json::from_str::<&serde_json::value::RawValue>(text) {
-        Ok(raw) => raw.get().to_owned(),
-        Err(_) => serde_json::Value::String(text.to_owned()).to_string(),
-    }
-}
+pub use oncerpc_flows::McpStep;
 
 /// A step's `mcp` names a configured upstream, and the step has no `url` too.
 pub fn check_step(config: &crate::Config, step: &McpStep, no_url: bool) -> Result<(), String> {
@@ -372,17 +349,6 @@ pub fn print_upstreams(config: &crate::Config) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_step_output_is_structured_content_else_the_text_as_json_else_the_text() {
-        let structured = json!({"content":[{"type":"text","text":"x"}],"structuredContent":{"id":1}});
-        assert_eq!(step_output(&structured), r#"{"id":1}"#);
-        let json_text = json!({"content":[{"type":"text","text":"{\"id\": 2}"}]});
-        assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
-        let plain = json!({"content":[{"type":"text","text":"sent"}]});
-        assert_eq!(step_output(&plain), r#""sent""#);
-    }
 
     #[test]
     fn tool_overrides_set_a_kind_a_derived_key_or_both_and_only_commands_derive() {

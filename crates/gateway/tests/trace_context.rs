@@ -39,7 +39,7 @@ steps = [{{ name = "reserve", url = "{}" }}, {{ name = "confirm", url = "{}" }}]
 }
 
 fn gateway(dir: &TempDir, up: &Upstream) -> Gateway {
-    Gateway::start(&["--config", &config(dir, up), "--log-level", "info,oncerpc::flow=debug"])
+    Gateway::start(&["--config", &config(dir, up), "--log-level", "info,oncerpc_flows::flow=debug"])
 }
 
 /// The step calls made since `from`: each one's parent span id, checked to be in the trace.

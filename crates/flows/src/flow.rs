@@ -31,7 +31,7 @@ use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use tracing::Instrument;
 
-use crate::config::{StepConfig, UpstreamConfig};
+use crate::config::{McpStep, StepConfig, UpstreamConfig};
 use crate::retry::{self, Attempt};
 use oncerpc_core::journal::{JournalError, ResumeError, StepDef, StepStatus, StepView};
 
@@ -47,15 +47,6 @@ pub struct UpstreamPolicy {
     /// `mode = "production"`: `error.data` of a failed step keeps only `step` and `status`;
     /// URLs, OS errors and upstream bodies go to the log only.
     pub production: bool,
-}
-
-impl UpstreamPolicy {
-    pub fn new(config: &crate::Config) -> UpstreamPolicy {
-        UpstreamPolicy {
-            max_response_bytes: config.upstream.max_response_bytes,
-            production: config.mode == oncerpc_core::Mode::Production,
-        }
-    }
 }
 
 impl Default for UpstreamPolicy {
@@ -146,6 +137,12 @@ impl Flow {
         let defs: Vec<StepDef> = steps.iter().map(step_def).collect();
         let fingerprint = oncerpc_core::journal::flow_fingerprint(&defs);
         Flow { name: name.to_owned(), steps, defs, fingerprint, client, policy, timeout, attempts, mcp: None }
+    }
+
+    /// The MCP upstreams its `mcp` steps call.
+    pub fn with_mcp(mut self, upstreams: Option<Arc<oncerpc_mcp_upstream::Upstreams>>) -> Flow {
+        self.mcp = upstreams;
+        self
     }
 
     async fn run(&self, ctx: Context, params: Option<&RawValue>) -> HandlerResult {
@@ -414,7 +411,7 @@ impl Flow {
         &self,
         ctx: &Context,
         step: &StepConfig,
-        mcp: &crate::mcp_upstreams::McpStep,
+        mcp: &McpStep,
         input: &[u8],
     ) -> Result<String, (RpcError, Attempt)> {
         let permanent = |why: String| (self.fail(ctx, step, None, Failure::Mcp(why)), Attempt::Permanent);
@@ -428,11 +425,10 @@ impl Flow {
             .as_ref()
             .map(|k| oncerpc_core::idempotency::upstream_key(&ctx.tenant, &self.name, k, &step.name));
         match upstreams.call(&mcp.upstream, &mcp.tool, arguments, key.as_deref()).await {
-            Ok(result) if result["isError"] == json!(true) => Err(permanent(format!(
-                "the tool answered an error: {}",
-                crate::mcp_upstreams::step_output(&result)
-            ))),
-            Ok(result) => Ok(crate::mcp_upstreams::step_output(&result)),
+            Ok(result) if result["isError"] == json!(true) => {
+                Err(permanent(format!("the tool answered an error: {}", step_output(&result))))
+            }
+            Ok(result) => Ok(step_output(&result)),
             Err(e) => Err((
                 self.fail(ctx, step, None, Failure::Mcp(e.message.into_owned())),
                 Attempt::Transient(None),
@@ -583,29 +579,35 @@ fn upstream_failed(step: &str, mut data: serde_json::Value) -> RpcError {
     RpcError::new(ErrorCode::UpstreamFailed).data(data)
 }
 
-/// Register every `[[methods]]` flow; their attempts are counted in `attempts`.
-pub fn register_flows(
-    registry: &mut oncerpc_core::Registry,
-    config: &crate::Config,
-    client: &reqwest::Client,
-    attempts: &StepAttempts,
-    mcp: Option<&Arc<oncerpc_mcp_upstream::Upstreams>>,
-) -> Result<(), crate::ConfigError> {
-    let policy = UpstreamPolicy::new(config);
-    for m in &config.methods {
-        let timeout = Duration::from_millis(config.method_timeout_ms(m));
-        let mut flow = Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone());
-        flow.mcp = mcp.cloned();
-        registry
-            .register_arc(&m.name, crate::method_spec(config, m), Arc::new(flow))
-            .map_err(|e| crate::ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
+/// A step's output from the upstream's `CallToolResult`: its `structuredContent`, else its
+/// first text parsed as JSON, else that text as a JSON string.
+pub fn step_output(result: &serde_json::Value) -> String {
+    if let Some(s) = result.get("structuredContent").filter(|s| !s.is_null()) {
+        return s.to_string();
     }
-    Ok(())
+    let text = result["content"]
+        .as_array()
+        .and_then(|c| c.iter().find_map(|item| item["text"].as_str()))
+        .unwrap_or_default();
+    match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+        Ok(raw) => raw.get().to_owned(),
+        Err(_) => serde_json::Value::String(text.to_owned()).to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_output_is_structured_content_else_the_text_as_json_else_the_text() {
+        let structured = json!({"content":[{"type":"text","text":"x"}],"structuredContent":{"id":1}});
+        assert_eq!(step_output(&structured), r#"{"id":1}"#);
+        let json_text = json!({"content":[{"type":"text","text":"{\"id\": 2}"}]});
+        assert_eq!(step_output(&json_text), r#"{"id": 2}"#);
+        let plain = json!({"content":[{"type":"text","text":"sent"}]});
+        assert_eq!(step_output(&plain), r#""sent""#);
+    }
 
     #[test]
     fn log_quotes_are_bounded_and_escape_control_characters() {

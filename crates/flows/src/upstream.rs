@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::ConfigError;
 use crate::config::UpstreamConfig;
 
 /// Make rustls's ring provider the process default (reqwest, built without a provider of its
@@ -21,7 +20,7 @@ pub fn install_crypto_provider() {
 /// The client of every flow of an app. Redirects are not followed unless
 /// `[upstream] follow_redirects = true`: a `3xx` then fails the step like any non-2xx.
 /// Unreadable or invalid certificate files are a config error naming the key and the file.
-pub fn client(upstream: &UpstreamConfig) -> Result<reqwest::Client, ConfigError> {
+pub fn client(upstream: &UpstreamConfig) -> Result<reqwest::Client, String> {
     install_crypto_provider();
     let redirect = if upstream.follow_redirects {
         reqwest::redirect::Policy::default()
@@ -52,17 +51,15 @@ pub fn client(upstream: &UpstreamConfig) -> Result<reqwest::Client, ConfigError>
             .map_err(|e| invalid_file("upstream.client_cert_file/client_key_file", cert, e))?;
         builder = builder.identity(identity);
     }
-    builder
-        .build()
-        .map_err(|e| ConfigError::Invalid(format!("upstream: the HTTP client cannot be built: {e}")))
+    builder.build().map_err(|e| format!("upstream: the HTTP client cannot be built: {e}"))
 }
 
-fn read(key: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+fn read(key: &str, path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| invalid_file(key, path, e))
 }
 
-fn invalid_file(key: &str, path: &Path, e: impl std::fmt::Display) -> ConfigError {
-    ConfigError::Invalid(format!("{key} {}: {e}", path.display()))
+fn invalid_file(key: &str, path: &Path, e: impl std::fmt::Display) -> String {
+    format!("{key} {}: {e}", path.display())
 }
 
 /// Why a TLS handshake with an upstream failed, when it did: found in the error's source
