@@ -87,39 +87,36 @@ if [ ! -d "$NODEDIR/node_modules/json-rpc-2.0" ]; then
 fi
 export ONCERPC_NODE_PATH="$PWD/$NODEDIR/node_modules"
 
+# npm packages pinned by a package-lock.json under crates/gateway/tests, each in a folder of
+# its own under target/: pinned SRC DIR MARK WHAT installs SRC's lock into DIR unless it is
+# there already (MARK, a path under DIR, exists) and prints DIR's absolute path when it is.
+pinned() {
+  local src=$1 dir=$2 mark=$3 what=$4
+  if ! cmp -s "$src/package-lock.json" "$dir/package-lock.json" || [ ! -e "$dir/$mark" ]; then
+    echo "== installing $what into $dir" >&2
+    mkdir -p "$dir" && cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --silent) >&2 || need "the npm package $what"
+  fi
+  [ -e "$dir/$mark" ] && echo "$PWD/$dir"
+  return 0
+}
+
 # The official MCP conformance suite and a Node ≥ 22 to run it (the npm package `node`; the
-# system's may be older), pinned by crates/gateway/tests/conformance/package-lock.json.
-CONFDIR="target/node-conformance"
-CONFSRC="crates/gateway/tests/conformance"
-if ! cmp -s "$CONFSRC/package-lock.json" "$CONFDIR/package-lock.json" || [ ! -x "$CONFDIR/node_modules/.bin/conformance" ]; then
-  echo "== installing the MCP conformance suite into $CONFDIR"
-  mkdir -p "$CONFDIR" && cp "$CONFSRC/package.json" "$CONFSRC/package-lock.json" "$CONFDIR/"
-  (cd "$CONFDIR" && npm ci --no-audit --no-fund --silent) || need "the npm package @modelcontextprotocol/conformance"
-fi
-[ -x "$CONFDIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_DIR="$PWD/$CONFDIR"
+# system's may be older).
+dir=$(pinned crates/gateway/tests/conformance target/node-conformance node_modules/.bin/conformance \
+  "@modelcontextprotocol/conformance")
+[ -n "$dir" ] && export ONCERPC_CONFORMANCE_DIR="$dir"
 
 # The 0.2 line of the suite, run with --spec-version 2026-07-28 (the stateless revision), and the
-# TypeScript SDK v2 client (@modelcontextprotocol/client), which speaks it: pinned by
-# crates/gateway/tests/conformance-2026/package-lock.json.
-CONF26DIR="target/node-conformance-2026"
-CONF26SRC="crates/gateway/tests/conformance-2026"
-if ! cmp -s "$CONF26SRC/package-lock.json" "$CONF26DIR/package-lock.json" || [ ! -x "$CONF26DIR/node_modules/.bin/conformance" ]; then
-  echo "== installing the MCP conformance suite 0.2 into $CONF26DIR"
-  mkdir -p "$CONF26DIR" && cp "$CONF26SRC/package.json" "$CONF26SRC/package-lock.json" "$CONF26DIR/"
-  (cd "$CONF26DIR" && npm ci --no-audit --no-fund --silent) || need "the npm package @modelcontextprotocol/conformance@0.2"
-fi
-[ -x "$CONF26DIR/node_modules/.bin/conformance" ] && export ONCERPC_CONFORMANCE_2026_DIR="$PWD/$CONF26DIR"
+# TypeScript SDK v2 client (@modelcontextprotocol/client), which speaks it.
+dir=$(pinned crates/gateway/tests/conformance-2026 target/node-conformance-2026 node_modules/.bin/conformance \
+  "@modelcontextprotocol/conformance@0.2")
+[ -n "$dir" ] && export ONCERPC_CONFORMANCE_2026_DIR="$dir"
 
-# A real authorization server for the access-token tests (tests/auth_tokens.rs): oidc-provider
-# (OpenID-certified) and a Node 22 to run it, pinned by crates/gateway/tests/oidc/package-lock.json.
-OIDCDIR="target/node-oidc"
-OIDCSRC="crates/gateway/tests/oidc"
-if ! cmp -s "$OIDCSRC/package-lock.json" "$OIDCDIR/package-lock.json" || [ ! -d "$OIDCDIR/node_modules/oidc-provider" ]; then
-  echo "== installing the authorization server oidc-provider into $OIDCDIR"
-  mkdir -p "$OIDCDIR" && cp "$OIDCSRC/package.json" "$OIDCSRC/package-lock.json" "$OIDCDIR/"
-  (cd "$OIDCDIR" && npm ci --no-audit --no-fund --silent) || need "the npm package oidc-provider"
-fi
-[ -d "$OIDCDIR/node_modules/oidc-provider" ] && export ONCERPC_OIDC_DIR="$PWD/$OIDCDIR"
+# A real authorization server for the access-token tests (tests/auth_tokens.rs, mcp_auth.rs):
+# oidc-provider (OpenID-certified) and a Node 22 to run it.
+dir=$(pinned crates/gateway/tests/oidc target/node-oidc node_modules/oidc-provider "oidc-provider")
+[ -n "$dir" ] && export ONCERPC_OIDC_DIR="$dir"
 
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.

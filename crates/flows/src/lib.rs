@@ -34,8 +34,10 @@
 pub mod config;
 pub mod flow;
 pub mod retry;
+mod step;
 pub mod upstream;
 
 pub use config::{McpStep, StepConfig, UpstreamConfig};
-pub use flow::{Flow, StepAttempts, UpstreamPolicy, step_output};
+pub use flow::{Flow, StepAttempts, UpstreamPolicy};
+pub use step::step_output;
 pub use retry::RetryPolicy;

@@ -33,26 +33,9 @@ tenant_claim = "org_id"
 
 [[tenants]]
 name = "acme"
-
-[[methods]]
-name = "orders.create"
-kind = "command"
-scopes = ["orders:write"]
-  [[methods.steps]]
-  name = "charge"
-  url = "{charge}"
-
-[[methods]]
-name = "orders.read"
-kind = "query"
-scopes = ["orders:read"]
-  [[methods.steps]]
-  name = "look"
-  url = "{look}"
-"#,
+{methods}"#,
         db = dir.file("o.db").display(),
-        charge = up.url("charge"),
-        look = up.url("look"),
+        methods = common::oidc::scoped_methods(up),
     )
 }
 

@@ -11,6 +11,32 @@ use serde_json::Value;
 
 use super::mcp_clients::{client_script, skip};
 
+/// `orders.create` (a command needing `orders:write`) and `orders.read` (a query needing
+/// `orders:read`), each one step on `up` (`charge`, `look`).
+pub fn scoped_methods(up: &super::upstream::Upstream) -> String {
+    format!(
+        r#"
+[[methods]]
+name = "orders.create"
+kind = "command"
+scopes = ["orders:write"]
+  [[methods.steps]]
+  name = "charge"
+  url = "{}"
+
+[[methods]]
+name = "orders.read"
+kind = "query"
+scopes = ["orders:read"]
+  [[methods.steps]]
+  name = "look"
+  url = "{}"
+"#,
+        up.url("charge"),
+        up.url("look")
+    )
+}
+
 /// The resource (audience) oncerpc is to the authorization server.
 pub const RESOURCE: &str = "http://oncerpc.test/";
 

@@ -2,6 +2,8 @@
 //! in constant time, a plain `api_keys` entry holding every scope of its tenant, a
 //! `[[tenants.keys]]` entry the scopes it names — and the issuers' access tokens ([`tokens`]).
 
+mod door;
+pub(crate) use door::{challenge_for, insufficient_scope, insufficient_scope_of_tool};
 pub mod introspect;
 pub mod tokens;
 
