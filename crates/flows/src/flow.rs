@@ -26,16 +26,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use prometheus::{IntCounterVec, Opts};
 
-use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
+use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult};
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use tracing::Instrument;
 
 use crate::config::{McpStep, StepConfig, UpstreamConfig};
-use crate::step::{QUOTE_LIMIT, first_input, log_quote, step_def, step_output};
 use crate::retry::{self, Attempt};
+use crate::step::{QUOTE_LIMIT, first_input, log_quote, step_def, step_output};
 use oncerpc_core::journal::{JournalError, ResumeError, StepDef, StepStatus, StepView};
-
 
 /// What every flow of an app shares besides the HTTP client: the `[upstream]` response cap
 /// and whether clients may see upstream details (`mode`).
@@ -513,14 +512,11 @@ async fn read_prefix(resp: &mut reqwest::Response, limit: usize) -> Vec<u8> {
     body
 }
 
-
 impl Handler for Flow {
     fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult> {
         Box::pin(self.run(ctx, params))
     }
 }
-
-
 
 /// The outcome of an execution whose journal no longer fits the flow's definition (or was
 /// written before steps were recorded by name).

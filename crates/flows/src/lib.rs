@@ -39,5 +39,5 @@ pub mod upstream;
 
 pub use config::{McpStep, StepConfig, UpstreamConfig};
 pub use flow::{Flow, StepAttempts, UpstreamPolicy};
-pub use step::step_output;
 pub use retry::RetryPolicy;
+pub use step::step_output;
