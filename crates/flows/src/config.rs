@@ -24,6 +24,50 @@ pub struct StepConfig {
     /// remaining time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// This step's own OAuth client towards its upstream, instead of `[upstream.oauth]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthClient>,
+}
+
+/// `oauth = { token_url, client_id, client_secret, scope, audience }`: oncerpc's own client at
+/// an upstream's authorization server (the client-credentials grant, `client_secret_basic`).
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthClient {
+    pub token_url: String,
+    pub client_id: String,
+    /// Put it in the environment: `"${NAME}"`.
+    pub client_secret: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// The upstream as a resource (sent as `audience` and `resource`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+}
+
+impl std::fmt::Debug for OAuthClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("OAuthClient")
+            .field("token_url", &self.token_url)
+            .field("client_id", &self.client_id)
+            .field("scope", &self.scope)
+            .field("audience", &self.audience)
+            .finish()
+    }
+}
+
+impl OAuthClient {
+    /// Its own rules; `at` names the key in errors.
+    pub fn check(&self, at: &str) -> Result<(), String> {
+        if !(self.token_url.starts_with("https://") || self.token_url.starts_with("http://")) {
+            return Err(format!("{at}.token_url must be an http:// or https:// URL"));
+        }
+        if self.client_id.is_empty() || self.client_secret.is_empty() {
+            return Err(format!("{at}: client_id and client_secret are required"));
+        }
+        Ok(())
+    }
 }
 
 /// `[[methods.steps]] mcp = { upstream = "mail", tool = "send_message" }`: the step calls one
@@ -54,6 +98,9 @@ pub struct UpstreamConfig {
     /// mTLS: the private key (PEM) of `client_cert_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_key_file: Option<PathBuf>,
+    /// `[upstream.oauth]`: oncerpc's OAuth client for every step that has none of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthClient>,
 }
 
 impl Default for UpstreamConfig {
@@ -64,6 +111,7 @@ impl Default for UpstreamConfig {
             ca_file: None,
             client_cert_file: None,
             client_key_file: None,
+            oauth: None,
         }
     }
 }

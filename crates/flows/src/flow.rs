@@ -32,6 +32,7 @@ use serde_json::json;
 use tracing::Instrument;
 
 use crate::config::{McpStep, StepConfig, UpstreamConfig};
+use crate::oauth::TokenSource;
 use crate::retry::{self, Attempt};
 use crate::step::{QUOTE_LIMIT, first_input, log_quote, step_def, step_output};
 use oncerpc_core::journal::{JournalError, ResumeError, StepDef, StepStatus, StepView};
@@ -67,6 +68,10 @@ pub struct Flow {
     attempts: StepAttempts,
     /// The MCP upstreams `mcp` steps call.
     mcp: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
+    /// The OAuth clients of steps that have their own (`oauth`), by step name …
+    step_tokens: std::collections::HashMap<String, Arc<TokenSource>>,
+    /// … and of every other step (`[upstream.oauth]`).
+    tokens: Option<Arc<TokenSource>>,
 }
 
 /// `oncerpc_step_attempts_total{method,step,outcome}`, shared by every flow of an app.
@@ -134,7 +139,33 @@ impl Flow {
     ) -> Flow {
         let defs: Vec<StepDef> = steps.iter().map(step_def).collect();
         let fingerprint = oncerpc_core::journal::flow_fingerprint(&defs);
-        Flow { name: name.to_owned(), steps, defs, fingerprint, client, policy, timeout, attempts, mcp: None }
+        let step_tokens = steps
+            .iter()
+            .filter_map(|s| {
+                let oauth = s.oauth.clone()?;
+                Some((s.name.clone(), Arc::new(TokenSource::new(oauth, client.clone()))))
+            })
+            .collect();
+        Flow {
+            name: name.to_owned(),
+            steps,
+            defs,
+            fingerprint,
+            client,
+            policy,
+            timeout,
+            attempts,
+            mcp: None,
+            step_tokens,
+            tokens: None,
+        }
+    }
+
+    /// The OAuth client (`[upstream.oauth]`) of the steps that have none of their own: one
+    /// [`TokenSource`] shared by every flow of an app, so a token is fetched once for all.
+    pub fn with_tokens(mut self, tokens: Option<Arc<TokenSource>>) -> Flow {
+        self.tokens = tokens;
+        self
     }
 
     /// The MCP upstreams its `mcp` steps call.
@@ -331,12 +362,63 @@ impl Flow {
         if let Some(mcp) = &step.mcp {
             return self.mcp_attempt(ctx, step, mcp, &input).await;
         }
+        // oncerpc's own token for the upstream, if it needs one; a 401 fetches a new one, once.
+        let source = self.step_tokens.get(&step.name).or(self.tokens.as_ref());
+        let token = match source {
+            Some(s) => Some(s.token().await.map_err(|e| self.no_token(ctx, step, &e))?),
+            None => None,
+        };
+        let mut resp = self.send(ctx, step, input.clone(), token.as_deref()).await?;
+        if resp.status() == reqwest::StatusCode::UNAUTHORIZED
+            && let (Some(s), Some(t)) = (source, &token)
+        {
+            s.forget(t);
+            let fresh = s.token().await.map_err(|e| self.no_token(ctx, step, &e))?;
+            tracing::info!(step = %step.name, "upstream refused oncerpc's token: a new one was fetched");
+            resp = self.send(ctx, step, input, Some(&fresh)).await?;
+        }
+        let status = resp.status();
+        if !status.is_success() {
+            let kind = if retry::transient_status(status.as_u16()) {
+                let asked = resp
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
+                Attempt::Transient(asked)
+            } else {
+                Attempt::Permanent
+            };
+            // Only the start of an error body is ever read: it is quoted, never used.
+            let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
+            return Err((self.fail(ctx, step, Some(status), Failure::Status(body)), kind));
+        }
+        self.answer(ctx, step, status, resp).await
+    }
+
+    /// The token for a step's upstream could not be had: the step fails, a retry may cure it.
+    fn no_token(&self, ctx: &Context, step: &StepConfig, why: &str) -> (RpcError, Attempt) {
+        let failure = Failure::Unreachable(format!("oncerpc's token for the upstream: {why}"), None);
+        (self.fail(ctx, step, None, failure), Attempt::Transient(None))
+    }
+
+    /// Send one HTTP step request (with `token` as its Bearer credential).
+    async fn send(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        input: bytes::Bytes,
+        token: Option<&str>,
+    ) -> Result<reqwest::Response, (RpcError, Attempt)> {
         let mut req = self
             .client
             .post(&step.url)
             .header("content-type", "application/json")
             .header("x-correlation-id", &*ctx.correlation_id)
             .body(input);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
         if let Some(key) = self.step_key(ctx, step) {
             req = req.header("x-idempotency-key", key);
         }
@@ -358,28 +440,23 @@ impl Flow {
                 req = req.header("tracestate", state);
             }
         }
-        let mut resp = req.send().await.map_err(|e| {
+        req.send().await.map_err(|e| {
             let tls = crate::upstream::tls_reason(&e);
             // A refused or reset connection may be back; a certificate will not change.
             let kind = if tls.is_some() { Attempt::Permanent } else { Attempt::Transient(None) };
             (self.fail(ctx, step, None, Failure::Unreachable(oncerpc_core::error_chain(&e), tls)), kind)
-        })?;
-        let status = resp.status();
-        if !status.is_success() {
-            let kind = if retry::transient_status(status.as_u16()) {
-                let asked = resp
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| retry::parse_retry_after(v, SystemTime::now()));
-                Attempt::Transient(asked)
-            } else {
-                Attempt::Permanent
-            };
-            // Only the start of an error body is ever read: it is quoted, never used.
-            let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
-            return Err((self.fail(ctx, step, Some(status), Failure::Status(body)), kind));
-        }
+        })
+    }
+
+    /// A 2xx answer's body as the step's output: JSON (`null` when empty), at most
+    /// `max_response_bytes`.
+    async fn answer(
+        &self,
+        ctx: &Context,
+        step: &StepConfig,
+        status: reqwest::StatusCode,
+        mut resp: reqwest::Response,
+    ) -> Result<String, (RpcError, Attempt)> {
         let max = self.policy.max_response_bytes;
         let body = read_capped(&mut resp, max).await.map_err(|e| match e {
             ReadError::TooLarge => {

@@ -33,11 +33,13 @@
 
 pub mod config;
 pub mod flow;
+pub mod oauth;
 pub mod retry;
 mod step;
 pub mod upstream;
 
-pub use config::{McpStep, StepConfig, UpstreamConfig};
+pub use config::{McpStep, OAuthClient, StepConfig, UpstreamConfig};
 pub use flow::{Flow, StepAttempts, UpstreamPolicy};
+pub use oauth::TokenSource;
 pub use retry::RetryPolicy;
 pub use step::step_output;

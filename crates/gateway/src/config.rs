@@ -518,6 +518,9 @@ impl Config {
         if self.upstream.max_response_bytes == 0 {
             return Err(invalid("upstream.max_response_bytes must be at least 1"));
         }
+        if let Some(o) = &self.upstream.oauth {
+            o.check("upstream.oauth").map_err(invalid)?;
+        }
         let mut names = std::collections::HashSet::new();
         for t in &self.tenants {
             if t.name.trim().is_empty() {
@@ -607,6 +610,9 @@ impl Config {
                         "methods.{}.steps.{}: timeout_ms must be greater than 0",
                         m.name, s.name
                     )));
+                }
+                if let Some(o) = &s.oauth {
+                    o.check(&format!("methods.{}.steps.{}.oauth", m.name, s.name)).map_err(invalid)?;
                 }
             }
             self.check_lease(self.method_timeout_ms(m), &format!("methods.{} has a timeout of", m.name))?;

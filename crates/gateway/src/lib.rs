@@ -409,11 +409,15 @@ pub fn register_flows(
         max_response_bytes: config.upstream.max_response_bytes,
         production: config.mode == Mode::Production,
     };
+    // One token source for every flow: a token is fetched once for all of them.
+    let tokens =
+        config.upstream.oauth.clone().map(|o| Arc::new(oncerpc_flows::TokenSource::new(o, client.clone())));
     for m in &config.methods {
         let timeout = Duration::from_millis(config.method_timeout_ms(m));
         let flow =
             flow::Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone())
-                .with_mcp(mcp.cloned());
+                .with_mcp(mcp.cloned())
+                .with_tokens(tokens.clone());
         registry
             .register_arc(&m.name, method_spec(config, m), Arc::new(flow))
             .map_err(|e| ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;

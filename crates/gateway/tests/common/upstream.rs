@@ -25,6 +25,8 @@ pub struct Call {
     /// W3C Trace Context headers.
     pub traceparent: Option<String>,
     pub tracestate: Option<String>,
+    /// The `Authorization` header (oncerpc's own token for the upstream, `[upstream.oauth]`).
+    pub authorization: Option<String>,
     /// When the call arrived.
     pub at: std::time::Instant,
 }
@@ -169,6 +171,7 @@ async fn step(
             correlation_id: header("x-correlation-id"),
             traceparent: header("traceparent"),
             tracestate: header("tracestate"),
+            authorization: header("authorization"),
             at: std::time::Instant::now(),
         });
         calls.iter().filter(|c| c.step == step).count()
