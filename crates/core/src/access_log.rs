@@ -18,6 +18,8 @@ pub struct AccessLine<'a> {
     pub method: &'a str,
     pub kind: &'a str,
     pub tenant: &'a str,
+    /// Who called (SPEC §20), when its credential says: written through [`LogSafe`](crate::LogSafe).
+    pub subject: Option<&'a str>,
     pub trace_id: Option<&'a str>,
     pub idempotency_status: Option<&'a str>,
     pub duration_us: u64,

@@ -132,7 +132,13 @@ pub fn export() -> Option<&'static dyn SpanExport> {
 
 /// The span of one request (`/rpc`, stdio, the flows door, an MCP tool call), a child of the
 /// caller's trace when it brought one; a disabled span when nothing exports spans.
-pub fn request_span(method: &str, cid: &str, tenant: &str, caller: Option<&TraceContext>) -> tracing::Span {
+pub fn request_span(
+    method: &str,
+    cid: &str,
+    tenant: &str,
+    subject: Option<&str>,
+    caller: Option<&TraceContext>,
+) -> tracing::Span {
     let Some(export) = export() else { return tracing::Span::none() };
     let span = tracing::info_span!(
         target: SPAN_TARGET,
@@ -142,6 +148,7 @@ pub fn request_span(method: &str, cid: &str, tenant: &str, caller: Option<&Trace
         rpc.method = %method,
         oncerpc.correlation_id = %cid,
         oncerpc.tenant = %tenant,
+        enduser.id = subject.map(tracing::field::display),
         otel.status_code = tracing::field::Empty,
     );
     if let Some(caller) = caller {
@@ -219,7 +226,7 @@ mod tests {
     #[test]
     fn without_an_exporter_no_span_is_made() {
         assert!(export().is_none());
-        assert!(request_span("m", "c", "t", None).is_disabled());
+        assert!(request_span("m", "c", "t", None, None).is_disabled());
         assert!(claim_span().is_disabled());
         assert!(step_span("s", 1).is_disabled());
         assert!(event_span("m", "evt_1", None).is_disabled());

@@ -272,12 +272,23 @@ pub fn access_line(out: &mut String, line: &oncerpc_core::access_log::AccessLine
             let _ = write!(out, "{safe}");
         }
     }
-    for (name, value) in [
-        (" kind=", Some(line.kind)),
-        (" tenant=", Some(line.tenant)),
-        (" trace_id=", line.trace_id),
-        (" idempotency_status=", line.idempotency_status),
-    ] {
+    for (name, value) in [(" kind=", Some(line.kind)), (" tenant=", Some(line.tenant))] {
+        if let Some(v) = value {
+            out.push_str(name);
+            out.push_str(v);
+        }
+    }
+    if let Some(subject) = line.subject {
+        out.push_str(" subject=");
+        let safe = oncerpc_core::LogSafe(subject);
+        match safe.as_plain() {
+            Some(s) => out.push_str(s),
+            None => {
+                let _ = write!(out, "{safe}");
+            }
+        }
+    }
+    for (name, value) in [(" trace_id=", line.trace_id), (" idempotency_status=", line.idempotency_status)] {
         if let Some(v) = value {
             out.push_str(name);
             out.push_str(v);
@@ -432,6 +443,7 @@ mod tests {
                 method: "sum",
                 kind: "query",
                 tenant: "default",
+                subject: None,
                 trace_id: None,
                 idempotency_status: None,
                 duration_us: 17,
@@ -443,6 +455,7 @@ mod tests {
                 method: "no\u{1b}[31m \"such\"\n",
                 kind: "unknown",
                 tenant: "acme",
+                subject: Some("billing-job \u{7}\"x\""),
                 trace_id: Some("4bf92f3577b34da6a3ce929d0e0e4736"),
                 idempotency_status: Some("duplicate"),
                 duration_us: u64::MAX,
@@ -454,6 +467,7 @@ mod tests {
                 method: &long,
                 kind: "command",
                 tenant: "t",
+                subject: Some("acme-service"),
                 trace_id: None,
                 idempotency_status: Some("new"),
                 duration_us: 0,
@@ -475,6 +489,7 @@ mod tests {
                     method = %oncerpc_core::LogSafe(line.method),
                     kind = %line.kind,
                     tenant = %line.tenant,
+                    subject = line.subject.map(|s| tracing::field::display(oncerpc_core::LogSafe(s))),
                     trace_id = line.trace_id.map(tracing::field::display),
                     idempotency_status = line.idempotency_status.map(tracing::field::display),
                     duration_us = line.duration_us,

@@ -169,6 +169,13 @@ async fn a_token_calls_what_its_scopes_allow_on_every_door() {
     // The API key still works, with every scope of its tenant.
     let by_key = http.rpc(call(5, "orders.read", json!({})).to_string(), &[("X-API-Key", ACME_KEY)]).await;
     assert_eq!(by_key.status, 200, "{}", by_key.body);
+    // Who did it: the token's subject on each access line, never the token.
+    let line = gw
+        .wait_log(Duration::from_secs(5), |l| {
+            l.contains("method=orders.create") && l.contains("subject=acme-service")
+        })
+        .await;
+    assert!(line.is_some_and(|l| l.contains("tenant=acme")), "the access line names the caller");
     let logged = gw.log().join("\n");
     assert!(!logged.contains(&writer) && !logged.contains(&reader), "a token reached the log");
 

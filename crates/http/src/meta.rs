@@ -20,6 +20,7 @@ pub(crate) fn request_meta(
 ) -> Result<RequestMeta, RpcError> {
     let mut meta = RequestMeta::of_tenant(caller.tenant);
     meta.grant = caller.grant;
+    meta.subject = caller.subject;
     for name in &st.key_headers {
         if let Some(v) = headers.get(&**name) {
             // A value that is not visible ASCII breaks the key format: the engine hashes it.

@@ -377,6 +377,7 @@ fn prepare_read<'t>(
         progress,
         key_headers: session.key_headers.clone(),
         grant: session.grant.clone(),
+        subject: session.subject.clone(),
         ..RequestMeta::of_tenant(session.tenant.clone())
     };
     Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })

@@ -104,6 +104,8 @@ pub struct Session {
     pub trace: Option<oncerpc_core::TraceContext>,
     /// What the caller may call (its token's or key's scopes; SPEC §20).
     pub grant: oncerpc_core::Grant,
+    /// Who the caller is (the audit trail), as its credential says.
+    pub subject: Option<Arc<str>>,
 }
 
 impl Session {
@@ -117,6 +119,7 @@ impl Session {
             key_headers: Vec::new(),
             trace: None,
             grant: oncerpc_core::Grant::All,
+            subject: None,
         }
     }
 
@@ -136,6 +139,7 @@ impl Session {
         self.key_headers = request.key_headers;
         self.trace = request.trace;
         self.grant = request.grant;
+        self.subject = request.subject;
     }
 }
 

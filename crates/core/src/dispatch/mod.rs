@@ -108,6 +108,9 @@ pub struct RequestMeta {
     /// What the caller may call (SPEC §20): every method (a tenant's plain API key, no
     /// tenants, stdio), or those whose scopes its token or scoped key holds.
     pub grant: crate::Grant,
+    /// Who the caller is, for the audit trail (a token's `sub`, a scoped key's `name`); `None`
+    /// for a tenant's plain API key. Never a credential.
+    pub subject: Option<Arc<str>>,
 }
 
 impl Default for RequestMeta {
@@ -131,6 +134,7 @@ impl RequestMeta {
             progress: None,
             trace: None,
             grant: crate::Grant::All,
+            subject: None,
         }
     }
 }

@@ -45,7 +45,13 @@ impl Dispatcher {
     ) -> (Outcome, Option<IdempotencyInfo>) {
         let mut unanswered = Unanswered::new(&self.metrics, method, Cow::Borrowed(&cid), started);
         // The request's exported span, when spans are exported (`[telemetry]`).
-        let span = crate::trace::request_span(&method.name, &cid, &meta.tenant, meta.trace.as_ref());
+        let span = crate::trace::request_span(
+            &method.name,
+            &cid,
+            &meta.tenant,
+            meta.subject.as_deref(),
+            meta.trace.as_ref(),
+        );
         let executing = self.execute(method, params, cid.clone(), meta, local, started);
         let (outcome, idempotency) =
             if span.is_disabled() { executing.await } else { executing.instrument(span.clone()).await };
@@ -86,6 +92,7 @@ impl Dispatcher {
                 method: requested,
                 kind,
                 tenant: &meta.tenant,
+                subject: meta.subject.as_deref(),
                 trace_id: meta.trace.as_ref().map(|t| t.trace_id.as_str()),
                 idempotency_status: idempotency.map(|i| i.status.as_str()),
                 duration_us,
@@ -101,6 +108,7 @@ impl Dispatcher {
                 method = %crate::LogSafe(requested),
                 kind = %kind,
                 tenant = %meta.tenant,
+                subject = meta.subject.as_deref().map(|s| tracing::field::display(crate::LogSafe(s))),
                 trace_id = meta
                     .trace
                     .as_ref()
