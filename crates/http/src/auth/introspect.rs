@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::tokens::{FETCH_TIMEOUT, Issuers, Refusal, TokenError, Verified, digest_of};
+use super::tokens::{FETCH_TIMEOUT, Issuers, Refusal, TokenError, Verified};
 
 /// `introspection = { url, client_id, client_secret, cache_secs }` of an issuer.
 #[derive(Clone)]
@@ -42,8 +42,7 @@ impl Issuers {
         if token.len() > super::tokens::MAX_TOKEN_BYTES {
             return Err(TokenError::Refused(Refusal::TooLarge));
         }
-        let digest = digest_of(token);
-        if let Some(v) = self.cached(&digest) {
+        if let Some(v) = self.cached(token) {
             return Ok(v);
         }
         let mut outcome = Err(TokenError::Refused(Refusal::Inactive));
@@ -82,7 +81,7 @@ impl Issuers {
             if number("exp").is_none() || verified.expires > at_most {
                 verified.expires = at_most;
             }
-            self.remember(digest, &verified);
+            self.remember(token, &verified);
             return Ok(verified);
         }
         outcome

@@ -12,8 +12,11 @@
 //!   that key's family, have the issuer's `iss`, one of its `audience`s, an `exp` in the
 //!   future and no `nbf` in the future (both with `leeway_secs`). Its tenant is the issuer's
 //!   `tenant`, or the value of its `tenant_claim`, which must name a configured tenant.
-//! * **Verified tokens** are cached by the SHA-256 of their text until they expire (at most
-//!   [`MAX_CACHED`]): the signature is checked once per token, not once per call.
+//! * **Verified tokens** are cached until they expire (at most [`MAX_CACHED`]): the signature
+//!   is checked once per token, not once per call. The cache is keyed by the token's text under
+//!   a per-process seeded hash (foldhash), not its SHA-256: hashing a 700-byte JWT with SHA-256
+//!   on every call cost 0.7 × a whole query's instructions (measured under callgrind, where
+//!   the software path runs), and the cache is memory only, never written or logged.
 //! * **Failures**: the caller's fault is [`Refusal`] (`401`); an issuer whose keys cannot be
 //!   had (never fetched, or a `kid` refetch that failed) is [`Unavailable`] (`503`, `-32011`).
 
@@ -25,7 +28,6 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet, KeyAlgorithm, PublicKeyUse}
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use oncerpc_core::Grant;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// The largest token read; a longer one is refused unread.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
@@ -143,7 +145,7 @@ pub(super) struct Issuer {
 pub struct Issuers {
     pub(super) issuers: Vec<Arc<Issuer>>,
     tenants: Vec<String>,
-    cache: Mutex<HashMap<[u8; 32], Verified>>,
+    cache: Mutex<Cache>,
     pub(super) http: reqwest::Client,
 }
 
@@ -183,7 +185,7 @@ impl Issuers {
                 })
             })
             .collect();
-        Issuers { issuers, tenants, cache: Mutex::new(HashMap::new()), http }
+        Issuers { issuers, tenants, cache: Mutex::new(Cache::default()), http }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -225,8 +227,7 @@ impl Issuers {
         if token.len() > MAX_TOKEN_BYTES {
             return Err(TokenError::Refused(Refusal::TooLarge));
         }
-        let digest = digest_of(token);
-        if let Some(v) = self.cached(&digest) {
+        if let Some(v) = self.cached(token) {
             return Ok(v);
         }
         let refused = |r| Err(TokenError::Refused(r));
@@ -262,18 +263,18 @@ impl Issuers {
             Err(e) => return refused(refusal_of(e.kind())),
         };
         let verified = self.identity(issuer, &data.claims)?;
-        self.remember(digest, &verified);
+        self.remember(token, &verified);
         Ok(verified)
     }
 
     /// A verified token of the cache, unless it expired.
-    pub(super) fn cached(&self, digest: &[u8; 32]) -> Option<Verified> {
+    pub(super) fn cached(&self, token: &str) -> Option<Verified> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.get(digest).filter(|v| v.expires > Instant::now()).cloned()
+        cache.get(token).filter(|v| v.expires > Instant::now()).cloned()
     }
 
     /// Keep a verified token until it expires (at most [`MAX_CACHED`] of them).
-    pub(super) fn remember(&self, digest: [u8; 32], verified: &Verified) {
+    pub(super) fn remember(&self, token: &str, verified: &Verified) {
         let now = Instant::now();
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= MAX_CACHED {
@@ -282,7 +283,7 @@ impl Issuers {
                 cache.clear();
             }
         }
-        cache.insert(digest, verified.clone());
+        cache.insert(Box::from(token), verified.clone());
     }
 
     /// The tenant, subject and scopes of a token whose signature and claims were checked.
@@ -403,10 +404,8 @@ impl Issuer {
     }
 }
 
-/// The SHA-256 a token is cached under (the cache never holds the token).
-pub(super) fn digest_of(token: &str) -> [u8; 32] {
-    Sha256::digest(token.as_bytes()).into()
-}
+/// Verified tokens by their text.
+type Cache = HashMap<Box<str>, Verified, foldhash::fast::RandomState>;
 
 /// GET `url` as JSON within [`FETCH_TIMEOUT`]; the error says why in a few words (no body).
 async fn get_json<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str) -> Result<T, String> {
