@@ -120,7 +120,22 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     );
     assert_eq!(seen["token_aud"], resource.as_str(), "a token bound to this resource: {seen}");
     assert_eq!(up.count("charge"), 1, "the tool ran once");
+    // The Python SDK's OAuth client, the same way.
+    let py_key = unique("oauth-py");
+    let py_args = [&resource, "acme-service", "acme-client-s3cr3t-0001", "orders:read orders:write", &py_key];
+    if let Some(client) = mcp_clients::python_script("mcp_oauth_client.py", &py_args) {
+        let seen = mcp_clients::summary(client).await;
+        assert_eq!(seen["tools"], json!(["orders.create", "orders.read"]), "{seen}");
+        assert_eq!(
+            (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
+            (Some("new"), Some("duplicate")),
+            "{seen}"
+        );
+        assert_eq!(seen["had_token"], true, "{seen}");
+        assert_eq!(up.count("charge"), 2, "its tool ran once more");
+    }
 
+    let charges = up.count("charge");
     // A reader: its list has only what it may call; the other tool is a 403 step-up.
     let reader = idp.token_for("acme-reader", "acme-reader-s3cr3t-0002", "orders:read", &resource).await;
     let list = mcp(
@@ -156,7 +171,7 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
         refused.header("www-authenticate"),
         Some(r#"Bearer error="insufficient_scope", scope="orders:write""#)
     );
-    assert_eq!(up.count("charge"), 1, "nothing ran");
+    assert_eq!(up.count("charge"), charges, "nothing ran");
 
     // A session opened by one subject is unknown to another of the same tenant.
     let writer =
