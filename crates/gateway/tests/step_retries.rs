@@ -133,11 +133,12 @@ async fn an_attempt_that_times_out_is_retried() {
 
 #[tokio::test]
 async fn a_refused_connection_is_retried() {
-    // A port nothing listens on (bound, then closed).
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port nothing listens on: bound and never listening, so that no other test's server
+    // can take it meanwhile (bound, then closed, it was free for the next one to bind, which
+    // then answered the step) and every connection to it is refused.
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = reserved.local_addr().unwrap().port();
     let mut cfg = test_config();
     cfg.methods = vec![MethodConfig {
         name: "pay".into(),
@@ -155,6 +156,7 @@ async fn a_refused_connection_is_retried() {
     let r = pay(&s, "k-refused").await;
     assert_eq!(r["error"]["code"], -32006, "{r}");
     assert_eq!(attempts(&s, "transient").await, 3);
+    drop(reserved);
 }
 
 #[tokio::test]
