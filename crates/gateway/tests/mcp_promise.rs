@@ -452,3 +452,51 @@ async fn a_stateless_cancellation_from_another_client_stops_nothing() {
     wait_for("the upstream to be told", || log.count("slow_charge_cancelled") == 1).await;
     log.release();
 }
+
+/// A stored failure a model can get past (issue "MCP as agents meet it", item 3): command tools
+/// list `force_retry`; a failure replayed to a retry with the same key says that it is one and
+/// how to run the action again; with `force_retry: true` it runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_failure_says_so_and_force_retry_runs_it_again() {
+    let dir = TempDir::new("mcp-promise-replay");
+    let gw = Gateway::with_config(&dir, &format!("demo = true\n{}", sqlite(&dir)));
+    let http = gw.http();
+    let listed = post(
+        &http,
+        None,
+        &json!({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":meta(json!({}))}}),
+        &[],
+    )
+    .await;
+    let tools = listed.json()["result"]["tools"].as_array().unwrap().clone();
+    let flaky = tools.iter().find(|t| t["name"] == "demo.flaky").expect("demo.flaky is a tool");
+    let force = &flaky["inputSchema"]["properties"]["force_retry"];
+    assert_eq!(force["type"], "boolean", "{flaky}");
+    assert!(force["description"].as_str().unwrap().contains("FAILED"), "{force}");
+    let key_text = flaky["inputSchema"]["properties"]["idempotency_key"]["description"].as_str().unwrap();
+    assert!(key_text.contains("force_retry: true"), "{key_text}");
+
+    let key = unique("flaky");
+    let args = |force: bool| json!({"fail_times": 1, "idempotency_key": key, "force_retry": force});
+    let first =
+        post(&http, None, &call(2, "demo.flaky", args(false), json!({})), &[]).await.json()["result"].clone();
+    let again =
+        post(&http, None, &call(3, "demo.flaky", args(false), json!({})), &[]).await.json()["result"].clone();
+    assert_eq!((first["isError"].as_bool(), status(&first)), (Some(true), "new"), "{first}");
+    assert_eq!((again["isError"].as_bool(), status(&again)), (Some(true), "duplicate"), "{again}");
+    assert_eq!(first["structuredContent"], again["structuredContent"], "the stored failure itself");
+    let text = again["content"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with(first["content"][0]["text"].as_str().unwrap()), "{text}");
+    assert!(
+        text.contains(&format!("stored outcome of an earlier attempt with idempotency_key \"{key}\"")),
+        "{text}"
+    );
+    assert!(text.contains("force_retry: true"), "{text}");
+    let forced =
+        post(&http, None, &call(4, "demo.flaky", args(true), json!({})), &[]).await.json()["result"].clone();
+    assert_eq!(
+        (forced["isError"].as_bool(), status(&forced)),
+        (Some(false), "new"),
+        "it ran again: {forced}"
+    );
+}

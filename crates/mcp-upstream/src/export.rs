@@ -7,7 +7,7 @@ use std::sync::Arc;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use oncerpc_core::{Dispatcher, Kind, MethodSpec};
 use oncerpc_mcp::ExternalTool;
-use oncerpc_mcp::tools::{KEY_DESCRIPTION, Tool};
+use oncerpc_mcp::tools::Tool;
 use serde_json::{Value, json};
 
 use crate::UpstreamSpec;
@@ -47,14 +47,7 @@ pub fn listed(spec: &UpstreamSpec, tool: &Value, kind: Kind) -> Value {
         out["inputSchema"] = json!({ "type": "object" });
     }
     if kind == Kind::Command {
-        let schema = out["inputSchema"].as_object_mut().expect("an object");
-        let props = schema.entry("properties").or_insert_with(|| json!({}));
-        if let Value::Object(props) = props {
-            props.insert(
-                "idempotency_key".into(),
-                json!({ "type": "string", "description": KEY_DESCRIPTION }),
-            );
-        }
+        oncerpc_mcp::tools::add_key_properties(&mut out["inputSchema"]);
     }
     out
 }

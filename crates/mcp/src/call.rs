@@ -399,6 +399,16 @@ pub fn task_tool_result(outcome: &Outcome, task_id: &str) -> String {
 
 /// [`tool_result`], beginning with `resultType: "complete"` when `complete` (`2026-07-28`),
 /// its `_meta` naming `related_task` when given.
+/// The text of a failure answered again from the store: its message, then what it is and
+/// what to do.
+pub fn replayed_failure(message: &str, key: &str) -> String {
+    format!(
+        "{message}\n\nThis is the stored outcome of an earlier attempt with idempotency_key \"{key}\": \
+         the action did not run again. To run it again, call the tool with the same arguments, the \
+         same idempotency_key and force_retry: true."
+    )
+}
+
 pub(crate) fn write_tool_result(
     outcome: &Outcome,
     info: Option<&IdempotencyInfo>,
@@ -432,7 +442,12 @@ pub(crate) fn write_tool_result(
             out.extend_from_slice(br#","isError":false"#);
         }
         Outcome::Error(e) => {
-            text(&mut out, &e.message);
+            // A replayed failure says that it is one, and how to get past it (the model that
+            // retries with the same key would otherwise get it forever).
+            match info.filter(|i| i.status == oncerpc_core::IdempotencyStatus::Duplicate) {
+                Some(i) => text(&mut out, &replayed_failure(&e.message, &i.key)),
+                None => text(&mut out, &e.message),
+            }
             out.extend_from_slice(br#"}],"structuredContent":"#);
             out.extend_from_slice(e.to_json().get().as_bytes());
             out.extend_from_slice(br#","isError":true"#);

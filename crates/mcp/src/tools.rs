@@ -27,7 +27,28 @@ pub const KEY_DESCRIPTION: &str = "Idempotency key for this call: any string of 
     (letters, digits, '-', '_', '.'). Make one up for a new action, and when you retry the same \
     action (after a timeout, an error or a lost answer) send the SAME key again with the same \
     arguments: the action then runs only once and the retry gets its result. A different key \
-    is a different action.";
+    is a different action. If the retry returns a stored failure, send the same key with \
+    force_retry: true to run the action again.";
+
+/// The `force_retry` property of a command tool, written for the model.
+pub const FORCE_RETRY_DESCRIPTION: &str = "Set to true only to run this action again after it \
+    FAILED under the same idempotency_key: a failure is stored and every retry with that key \
+    gets it back until you set this. It never runs again an action that succeeded (that is \
+    refused, and the stored result stands). Leave it out otherwise.";
+
+/// Add a command tool's `idempotency_key` and `force_retry` properties to its `inputSchema`
+/// (an object schema; `properties` made when it has none).
+pub fn add_key_properties(schema: &mut Value) {
+    let Some(schema) = schema.as_object_mut() else { return };
+    let props = schema.entry("properties").or_insert(json!({}));
+    if let Value::Object(props) = props {
+        props.insert("idempotency_key".into(), json!({ "type": "string", "description": KEY_DESCRIPTION }));
+        props.insert(
+            "force_retry".into(),
+            json!({ "type": "boolean", "description": FORCE_RETRY_DESCRIPTION }),
+        );
+    }
+}
 
 /// One tool: its name, kind and the JSON `tools/list` shows for it.
 #[derive(Debug, Clone)]
@@ -176,14 +197,7 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
     let mut annotations = match spec.kind {
         Kind::Query => json!({ "readOnlyHint": true }),
         Kind::Command => {
-            let props =
-                schema.as_object_mut().expect("an object schema").entry("properties").or_insert(json!({}));
-            if let Value::Object(props) = props {
-                props.insert(
-                    "idempotency_key".into(),
-                    json!({ "type": "string", "description": KEY_DESCRIPTION }),
-                );
-            }
+            add_key_properties(&mut schema);
             json!({ "readOnlyHint": false, "idempotentHint": true })
         }
     };
