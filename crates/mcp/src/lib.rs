@@ -184,7 +184,8 @@ impl McpServer {
     pub fn with_external(dispatcher: Arc<Dispatcher>, external: External) -> McpServer {
         let found = external.clone();
         dispatcher.resolve_external(Arc::new(move |name| found.get(name).map(|t| t.method.clone())));
-        let tools = Tools::from_registry(dispatcher.registry()).with_external(external);
+        let production = dispatcher.config().idempotency.mode == oncerpc_core::Mode::Production;
+        let tools = Tools::from_registry_in(dispatcher.registry(), production).with_external(external);
         McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }
 

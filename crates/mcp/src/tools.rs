@@ -80,6 +80,13 @@ pub struct Tools {
 
 impl Tools {
     pub fn from_registry(registry: &Registry) -> Tools {
+        Tools::from_registry_in(registry, false)
+    }
+
+    /// [`from_registry`](Self::from_registry) for a server in `production` mode, where a
+    /// command's call without a key is refused: its `idempotency_key` is `required` in the
+    /// schema (unless the method derives its key from the call).
+    pub fn from_registry_in(registry: &Registry, production: bool) -> Tools {
         let mut tools = Tools::default();
         for name in registry.names() {
             let Some(spec) = registry.spec(name) else { continue };
@@ -87,7 +94,7 @@ impl Tools {
                 continue;
             }
             tools.by_name.insert(name.to_owned(), tools.list.len());
-            let json = tool_json(name, spec);
+            let json = tool_json(name, spec, production);
             let task_required = spec.tool.task_required && spec.kind == Kind::Command;
             let support = match (spec.kind, task_required) {
                 (Kind::Query, _) => "forbidden",
@@ -186,7 +193,7 @@ impl Tools {
     }
 }
 
-fn tool_json(name: &str, spec: &MethodSpec) -> Value {
+fn tool_json(name: &str, spec: &MethodSpec, production: bool) -> Value {
     let mut schema = match &spec.params_schema {
         Some(s @ Value::Object(o)) if o.get("type").is_none_or(|t| t == "object") => s.clone(),
         _ => json!({ "type": "object" }),
@@ -198,6 +205,16 @@ fn tool_json(name: &str, spec: &MethodSpec) -> Value {
         Kind::Query => json!({ "readOnlyHint": true }),
         Kind::Command => {
             add_key_properties(&mut schema);
+            let derived = spec.key_from.is_some() || spec.derive_key_window.is_some();
+            if production && !derived {
+                let required =
+                    schema.as_object_mut().expect("an object schema").entry("required").or_insert(json!([]));
+                if let Value::Array(r) = required
+                    && !r.iter().any(|n| n == "idempotency_key")
+                {
+                    r.push(json!("idempotency_key"));
+                }
+            }
             json!({ "readOnlyHint": false, "idempotentHint": true })
         }
     };
@@ -283,6 +300,25 @@ mod tests {
         let balance = &tools.get("balance").unwrap().json;
         assert_eq!(balance["inputSchema"], json!({ "type": "object" }));
         assert_eq!(balance["annotations"], json!({ "readOnlyHint": true }));
+    }
+
+    /// In production a command's call without a key is refused: the schema says the key is
+    /// required, unless the method derives it from the call; `force_retry` is listed for the
+    /// model in both modes.
+    #[test]
+    fn in_production_a_commands_key_is_required_unless_derived() {
+        let mut r = registry();
+        let h = || typed(|_c: Context, _p: Value| async { Ok::<_, RpcError>(1) });
+        let mut send = MethodSpec::command();
+        send.derive_key_window = Some(std::time::Duration::from_secs(600));
+        r.register("send", send, h()).unwrap();
+        let prod = Tools::from_registry_in(&r, true);
+        let pay = &prod.get("pay").unwrap().json["inputSchema"];
+        assert_eq!(pay["required"], json!(["sku", "idempotency_key"]));
+        assert_eq!(pay["properties"]["force_retry"]["type"], "boolean");
+        assert!(prod.get("send").unwrap().json["inputSchema"].get("required").is_none(), "a derived key");
+        let dev = Tools::from_registry(&r);
+        assert_eq!(dev.get("pay").unwrap().json["inputSchema"]["required"], json!(["sku"]));
     }
 
     #[test]
