@@ -37,12 +37,11 @@ pub(crate) fn error_response(err: &RpcError, cid: &str) -> Response {
         body["data"] = serde_json::from_str(d.get()).unwrap_or(serde_json::Value::Null);
     }
     // A scope the caller lacks (SPEC §20): the challenge names what the method requires.
-    let challenge = (err.code == ErrorCode::Forbidden).then(|| {
-        let scopes = body["data"]["scopes"].as_array().cloned().unwrap_or_default();
-        crate::challenge_for(&scopes.iter().filter_map(serde_json::Value::as_str).collect::<Vec<_>>())
-    });
+    let challenge = (err.code == ErrorCode::Forbidden)
+        .then(|| crate::challenge_of(&json!({ "code": err.code.code(), "data": body["data"] })))
+        .flatten();
     let mut resp = json_response(status, body.to_string(), Some(cid));
-    if let Some(Some(c)) = challenge {
+    if let Some(c) = challenge {
         resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, c);
     }
     resp
@@ -152,7 +151,7 @@ pub(crate) async fn flow(
             Outcome::Error(e) if e.code == ErrorCode::RequestInProgress => {
                 json_response(StatusCode::OK, "{}", Some(&cid))
             }
-            Outcome::Error(e) => error_response(&e, &cid),
+            Outcome::Error(e) => call_error(&st, &e, &cid),
         };
         idempotency_headers(&mut resp, info.as_ref());
         return resp;
@@ -177,8 +176,16 @@ pub(crate) async fn flow(
             }
             resp
         }
-        Err(e) => error_response(&e, &cid),
+        Err(e) => call_error(&st, &e, &cid),
     }
+}
+
+/// A flow call's error, a scope the caller lacks counted as such (SPEC §20).
+fn call_error(st: &AppState, e: &RpcError, cid: &str) -> Response {
+    if e.code == ErrorCode::Forbidden {
+        st.auth_refused("insufficient_scope");
+    }
+    error_response(e, cid)
 }
 
 pub(crate) async fn event(

@@ -92,7 +92,7 @@ use tokio::sync::Semaphore;
 pub use auth::introspect::Introspection;
 pub use auth::tokens::{self, IssuerSpec, Issuers, TenantFrom};
 pub use auth::{Caller, TenantLimits, Tenants};
-pub(crate) use auth::{challenge_for, insufficient_scope, insufficient_scope_of_tool};
+pub(crate) use auth::{challenge_of, insufficient_scope};
 pub use axum::Router;
 pub use webhook::{Scheme, Verifier, Webhooks};
 

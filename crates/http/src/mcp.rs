@@ -200,7 +200,9 @@ fn session_owner(caller: &crate::Caller) -> Arc<str> {
 /// for one it lacks — `403` with `WWW-Authenticate: Bearer error="insufficient_scope",
 /// scope="…"`, the MCP authorization spec's step-up: the host may ask for a token with more.
 pub(crate) fn step_up(st: &AppState, restricted: bool, body: Vec<u8>) -> Response {
-    let challenge = restricted.then(|| crate::insufficient_scope_of_tool(&body)).flatten();
+    let challenge = restricted
+        .then(|| crate::insufficient_scope(&body, |a| a.get("result")?.get("structuredContent")))
+        .flatten();
     match challenge {
         Some(c) => {
             st.auth_refused("insufficient_scope");

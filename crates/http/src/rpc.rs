@@ -57,7 +57,7 @@ pub(crate) async fn handle(st: &AppState, req: Request) -> Response {
         // A single call refused for a scope its caller lacks (SPEC §20): HTTP 403 with the
         // challenge naming what it needs. Only a caller with some scopes can be refused.
         Some(body) if meta.grant != oncerpc_core::Grant::All && !is_batch(&bytes) => {
-            match crate::insufficient_scope(&body) {
+            match crate::insufficient_scope(&body, |a| a.get("error")) {
                 Some(challenge) => {
                     let mut resp = json_response(StatusCode::FORBIDDEN, body, Some(&reply.correlation_id));
                     resp.headers_mut().insert(axum::http::header::WWW_AUTHENTICATE, challenge);

@@ -143,30 +143,30 @@ impl AppState {
     }
 }
 
-/// The `WWW-Authenticate` challenge of a single answer that is `-32010 Forbidden` (its
-/// `error.data.scopes`: what the method requires); `None` for any other answer.
-pub(crate) fn insufficient_scope(body: &[u8]) -> Option<HeaderValue> {
+/// The challenge of a single answer that is `-32010 Forbidden`: `at` finds the error object in
+/// the answer (a JSON-RPC `error`, or an MCP tool result's `structuredContent`); `None` for any
+/// other answer. Only bodies that name the code are parsed.
+pub(crate) fn insufficient_scope(
+    body: &[u8],
+    at: fn(&serde_json::Value) -> Option<&serde_json::Value>,
+) -> Option<HeaderValue> {
     memchr::memmem::find(body, b"-32010")?;
     let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let error = answer.get("error").filter(|e| e["code"] == -32010)?;
-    let scopes: Vec<&str> =
-        error["data"]["scopes"].as_array()?.iter().filter_map(serde_json::Value::as_str).collect();
-    challenge_for(&scopes)
+    challenge_of(at(&answer)?)
 }
 
-/// The challenge of a single MCP `tools/call` answer whose tool result is `-32010 Forbidden`
-/// (`structuredContent.data.scopes`); `None` for any other answer.
-pub(crate) fn insufficient_scope_of_tool(body: &[u8]) -> Option<HeaderValue> {
-    memchr::memmem::find(body, b"-32010")?;
-    let answer: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let error = answer.get("result")?.get("structuredContent").filter(|e| e["code"] == -32010)?;
+/// The challenge of a `-32010` error object (`data.scopes`: what the method requires).
+pub(crate) fn challenge_of(error: &serde_json::Value) -> Option<HeaderValue> {
+    if error.get("code").and_then(serde_json::Value::as_i64) != Some(-32010) {
+        return None;
+    }
     let scopes: Vec<&str> =
         error["data"]["scopes"].as_array()?.iter().filter_map(serde_json::Value::as_str).collect();
     challenge_for(&scopes)
 }
 
 /// `Bearer error="insufficient_scope", scope="a b"` (RFC 6750 §3.1).
-pub(crate) fn challenge_for(scopes: &[&str]) -> Option<HeaderValue> {
+fn challenge_for(scopes: &[&str]) -> Option<HeaderValue> {
     let scope = scopes.join(" ").replace(['"', '\\'], "");
     HeaderValue::from_str(&format!(r#"Bearer error="insufficient_scope", scope="{scope}""#)).ok()
 }

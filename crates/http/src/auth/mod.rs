@@ -3,7 +3,7 @@
 //! `[[tenants.keys]]` entry the scopes it names — and the issuers' access tokens ([`tokens`]).
 
 mod door;
-pub(crate) use door::{challenge_for, insufficient_scope, insufficient_scope_of_tool};
+pub(crate) use door::{challenge_of, insufficient_scope};
 pub mod introspect;
 pub mod tokens;
 
