@@ -126,6 +126,7 @@ async fn a_token_calls_what_its_scopes_allow_on_every_door() {
         .await;
     assert_eq!(flow.status, 403, "{}", flow.body);
     assert!(flow.header("www-authenticate").unwrap().contains("insufficient_scope"));
+    assert_eq!(refusals(&http, "insufficient_scope").await, before + 2, "the flows door's counted too");
     let mcp = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders.create",
         "arguments":{"sku":"T-4","idempotency_key":unique("tok")},
         "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}});
@@ -148,6 +149,8 @@ async fn a_token_calls_what_its_scopes_allow_on_every_door() {
         (result["isError"].as_bool(), result["structuredContent"]["code"].as_i64()),
         (Some(true), Some(-32010))
     );
+    assert_eq!(mcp.status, 403, "the MCP step-up: {}", mcp.body);
+    assert_eq!(refusals(&http, "insufficient_scope").await, before + 3, "and the MCP door's");
     assert_eq!(up.count("charge"), 1, "no refused call ran");
 
     // Tenants from the token: beta's token never sees acme's records.

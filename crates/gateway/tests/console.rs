@@ -250,3 +250,44 @@ async fn a_burst_of_wrong_keys_is_throttled_per_address_and_form() {
     }
     s.stop().await;
 }
+
+/// The console re-drives any of its tenant's events, so a key limited to some scopes
+/// (`[[tenants.keys]]`) cannot sign in: `403`, counted, no session. The tenant's plain key can.
+#[tokio::test]
+async fn a_key_limited_to_some_scopes_cannot_sign_in() {
+    let mut cfg = config();
+    cfg.tenants[0].keys = vec![oncerpc::auth::TenantKey {
+        key: "acme-reader-key-0123456789".into(),
+        name: "reader".into(),
+        scopes: vec!["orders:read".into()],
+    }];
+    let s = TestServer::start_with(cfg).await;
+    let c = client();
+    let (token, pre) = login_form(&s, &c).await;
+    let before = refusals(&s, "scope").await;
+    let resp = c
+        .post(s.url("/console/login"))
+        .header("cookie", &pre)
+        .body(format!("api_key=acme-reader-key-0123456789&csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert!(
+        resp.headers()
+            .get_all("set-cookie")
+            .iter()
+            .all(|v| !v.to_str().unwrap().starts_with("oncerpc_console="))
+    );
+    assert!(resp.text().await.unwrap().contains("holds only some scopes"));
+    assert_eq!(refusals(&s, "scope").await, before + 1);
+    let resp = c
+        .post(s.url("/console/login"))
+        .header("cookie", &pre)
+        .body(format!("api_key={KEY}&csrf={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 303, "the plain key signs in");
+    s.stop().await;
+}

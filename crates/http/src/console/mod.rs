@@ -80,7 +80,7 @@ impl Console {
         let refusals = prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "oncerpc_console_refusals_total",
-                "Console requests refused, by reason (login: wrong key; throttled: a log-in from an address or form with too many wrong keys; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses)",
+                "Console requests refused, by reason (login: wrong key; throttled: a log-in from an address or form with too many wrong keys; scope: a key limited to some scopes; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses)",
             ),
             &["reason"],
         )

@@ -178,7 +178,19 @@ pub(crate) async fn login(
     let tenant = if st.config.tenants.is_empty() {
         Some(st.default_tenant.clone())
     } else {
-        st.config.tenants.authenticate(presented)
+        match st.config.tenants.caller(presented) {
+            // The console re-drives any of the tenant's events: it is for keys that may call
+            // every method (`api_keys`), not for a key limited to some scopes.
+            Some(c) if c.grant != oncerpc_core::Grant::All => {
+                return refused(
+                    &st,
+                    StatusCode::FORBIDDEN,
+                    "scope",
+                    "This API key holds only some scopes: the console needs one of the tenant's api_keys.",
+                );
+            }
+            found => found.map(|c| c.tenant),
+        }
     };
     let Some(tenant) = tenant else {
         throttle.failed(address, form_token, Instant::now());
