@@ -183,6 +183,14 @@ else
   need "a Redis Cluster on 127.0.0.1:7001-7003"
 fi
 
+# A Redis Cluster with replicas (127.0.0.1:7101-7106) for the failover tests
+# (tests/store_failover.rs), which stop, kill and restart its nodes.
+if command -v redis-server >/dev/null && scripts/ha-stores.sh redis; then
+  export ONCERPC_TEST_REDIS_HA_URL="redis://127.0.0.1:7101"
+else
+  need "a Redis Cluster with replicas on 127.0.0.1:7101-7106"
+fi
+
 pg_ready() { pg_isready -h 127.0.0.1 -p 5432 -q; }
 if ! command -v pg_isready >/dev/null || ! pg_ready; then
   echo "== starting PostgreSQL"
@@ -206,6 +214,13 @@ if command -v psql >/dev/null && pg_ready \
   psql -h 127.0.0.1 -U postgres -d postgres -qc 'DROP DATABASE IF EXISTS test WITH (FORCE)' >/dev/null
   psql -h 127.0.0.1 -U postgres -d postgres -qc 'CREATE DATABASE test'
   export ONCERPC_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:5432/test"
+  # A primary (5433) with a synchronous standby (5434), made fresh by each failover test
+  # (scripts/ha-stores.sh postgres), reached by a multi-host URL that follows the primary.
+  if ls /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1; then
+    export ONCERPC_TEST_POSTGRES_HA_URL="postgres://postgres@127.0.0.1:5433,127.0.0.1:5434/test?target_session_attrs=read-write"
+  else
+    need "PostgreSQL's server binaries (pg_basebackup) for the failover tests"
+  fi
 else
   need "PostgreSQL on 127.0.0.1:5432 (trust auth)"
 fi

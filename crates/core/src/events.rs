@@ -160,7 +160,8 @@ impl Dispatcher {
     ) -> Result<IdempotencyStatus, RpcError> {
         let ttl = self.config.idempotency.ttl;
         let lease = self.lease(&sub.method);
-        let deadline = sub.started + sub.method.spec.timeout;
+        // The claim's own budget (`store.op_timeout_ms`), not the method's.
+        let deadline = Instant::now() + self.config.idempotency.store_timeout;
         let claim = match self.exec.known(&sub.record, &sub.fingerprint, sub.force_retry) {
             Some(known) => Acquired::Not(known),
             None => {
@@ -236,7 +237,9 @@ impl Dispatcher {
             }
             Acquired::Not(Claim::FingerprintMismatch) => Err(RpcError::new(ErrorCode::KeyReused)),
             Acquired::Not(Claim::ForceRetryRefused) => Err(RpcError::new(ErrorCode::ForceRetryRefused)),
-            Acquired::Not(Claim::Acquired { .. }) => Err(RpcError::internal("an acquired claim was not run")),
+            Acquired::Not(Claim::Acquired { .. } | Claim::Unconfirmed { .. }) => {
+                Err(RpcError::internal("an acquired claim was not run"))
+            }
         }
     }
 
@@ -339,7 +342,8 @@ impl Dispatcher {
                     trace,
                 };
                 let lease = this.lease(&method);
-                let work = run_handler(&method, ctx, params.as_deref(), started);
+                // The method's `timeout` starts once the execution is ours.
+                let work = run_handler(&method, ctx, params.as_deref(), Instant::now());
                 // As for a synchronous call: a method whose transport failures are not
                 // outcomes releases its record on one (the event reads failed; a retry with
                 // the key runs again).
@@ -414,7 +418,7 @@ impl Dispatcher {
         let Ok(permit) = self.exec.permit(&event.record.tenant) else { return Ok(false) };
         let started = Instant::now();
         let lease = self.lease(&method);
-        let deadline = started + method.spec.timeout;
+        let deadline = started + self.config.idempotency.store_timeout;
         match self.exec.acquire(&event.record, &event.fingerprint, false, lease, deadline).await {
             Ok(Acquired::Owner { token, kind, .. }) => {
                 tracing::warn!(event_id = %event.id, ?kind, "resuming an event whose owner is gone");

@@ -257,21 +257,22 @@ impl Executions {
         for _ in 0..CLAIM_ROUNDS {
             let (token, kind) = match self.claim(key, fingerprint, force_retry, lease).await? {
                 Claim::Acquired { token, kind } => (token, kind),
+                Claim::Unconfirmed { token, kind, error } => {
+                    // Written but not confirmed by the replicas: not run, and given back at
+                    // once, so a retry runs it without waiting for the lease to end.
+                    let previous = if kind == AcquireKind::ForceRetry { previous.as_ref() } else { None };
+                    self.withdraw(key, token, kind, previous).await;
+                    let e = crate::StoreError::new(error);
+                    return Err(self.unavailable(&e, "claim not confirmed: given back, command not run"));
+                }
                 other => return Ok(Acquired::Not(other)),
             };
             let previous = if kind == AcquireKind::ForceRetry { previous.clone() } else { None };
             if Instant::now() >= deadline {
                 // Nobody waits for this execution any more: give the claim back rather than
                 // record a failure of a command that did not run.
-                if kind == AcquireKind::TakeOver {
-                    // Not confirmed yet: withdrawn, the previous owner keeps its rights.
-                    if let Err(e) = self.store.release(key, token).await {
-                        tracing::warn!(error = %e, "could not withdraw a late take-over (it lapses)");
-                    }
-                } else {
-                    self.give_back(key, token, kind, previous.as_ref()).await;
-                }
-                tracing::warn!(token, "the claim came back after the deadline: given back, command not run");
+                self.withdraw(key, token, kind, previous.as_ref()).await;
+                tracing::warn!(token, "the claim came back after its deadline: given back, command not run");
                 return Err(RpcError::new(ErrorCode::StoreUnavailable));
             }
             if kind != AcquireKind::TakeOver {
@@ -288,6 +289,25 @@ impl Executions {
             }
         }
         Ok(Acquired::Not(Claim::InProgress { retry_after_ms: 100 }))
+    }
+
+    /// Give back a claim this process will not run: an unconfirmed take-over is withdrawn
+    /// (the previous owner keeps its rights), any other is given back ([`Self::give_back`]).
+    async fn withdraw(
+        &self,
+        key: &RecordKey,
+        token: u64,
+        kind: AcquireKind,
+        previous: Option<&StoredOutcome>,
+    ) {
+        if kind == AcquireKind::TakeOver {
+            if let Err(e) = self.store.release(key, token).await {
+                self.metrics.store_error(self.store.name());
+                tracing::warn!(error = %e, token, "could not withdraw a take-over (it lapses)");
+            }
+        } else {
+            self.give_back(key, token, kind, previous).await;
+        }
     }
 
     /// The failure `key` holds now, if it holds one.

@@ -40,6 +40,10 @@ pub struct IdempotencyConfig {
     pub lease: Duration,
     /// How long a record (and so a stored outcome) lives.
     pub ttl: Duration,
+    /// How long one store call may take (`store.op_timeout_ms`): past it the call fails as if
+    /// the store were down (`-32004`, nothing run; see [`Bounded`](crate::Bounded)). It is
+    /// also the whole budget of a claim, which is not taken from the method's `timeout`.
+    pub store_timeout: Duration,
 }
 
 impl Default for IdempotencyConfig {
@@ -48,9 +52,14 @@ impl Default for IdempotencyConfig {
             mode: Mode::Dev,
             lease: Duration::from_secs(60),
             ttl: Duration::from_secs(86_400),
+            store_timeout: DEFAULT_STORE_TIMEOUT,
         }
     }
 }
+
+/// The default of [`IdempotencyConfig::store_timeout`] (`store.op_timeout_ms`): well under
+/// the default lease, above a Redis `WAIT`'s second.
+pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_millis(3000);
 
 pub const MSG_INVALID_CHARS: &str = KeyFormatError::InvalidCharacters.message();
 pub const MSG_INVALID_LENGTH: &str = KeyFormatError::InvalidLength.message();

@@ -205,6 +205,9 @@ struct Inner {
     stored: Journal,
     /// For an async execution: its event's id and step views.
     event: Option<(String, Arc<Mutex<Vec<StepView>>>)>,
+    /// `None` until a step is sent; then the step whose request is out, if one is
+    /// ([`StepJournal::sending`]).
+    in_flight: Arc<Mutex<Option<Option<String>>>>,
 }
 
 impl std::fmt::Debug for StepJournal {
@@ -221,7 +224,8 @@ impl StepJournal {
     /// The journal of the execution that owns `key` under `token`; `stored` is what the
     /// record held when it was acquired.
     pub fn new(store: Arc<dyn Store>, key: RecordKey, token: u64, lease: Duration, stored: Journal) -> Self {
-        StepJournal { inner: Arc::new(Inner { store, key, token, lease, stored, event: None }) }
+        let in_flight = Arc::default();
+        StepJournal { inner: Arc::new(Inner { store, key, token, lease, stored, event: None, in_flight }) }
     }
 
     /// The journal of an async execution: its steps are also shown in event `id`, whose
@@ -271,6 +275,22 @@ impl StepJournal {
         resume(&self.inner.stored, flow, steps)
     }
 
+    /// Step `name`'s request is out (until the returned guard is dropped): a deadline that
+    /// fires meanwhile says so (`data.step_in_flight`), so a client knows the upstream may
+    /// have acted before it retries.
+    pub fn sending(&self, name: &str) -> InFlight {
+        if let Ok(mut slot) = self.inner.in_flight.lock() {
+            *slot = Some(Some(name.to_owned()));
+        }
+        InFlight(self.inner.in_flight.clone())
+    }
+
+    /// `None` when no step was sent yet (or the execution is no flow); else the step whose
+    /// request is out right now, if one is.
+    pub fn in_flight(&self) -> Option<Option<String>> {
+        self.inner.in_flight.lock().ok()?.clone()
+    }
+
     /// The owner's fencing token.
     pub fn token(&self) -> u64 {
         self.inner.token
@@ -294,6 +314,17 @@ impl StepJournal {
         match i.store.put_step(&i.key, i.token, step, &entry(def, flow, output), i.lease).await? {
             true => Ok(()),
             false => Err(JournalError::Fenced),
+        }
+    }
+}
+
+/// A step's request is out while this lives ([`StepJournal::sending`]).
+pub struct InFlight(Arc<Mutex<Option<Option<String>>>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(None);
         }
     }
 }

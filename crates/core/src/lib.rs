@@ -42,6 +42,7 @@
 //! ```
 
 pub mod access_log;
+mod bounded;
 mod budget;
 mod cache;
 mod canonical;
@@ -50,6 +51,7 @@ mod dispatch;
 pub mod events;
 mod execution;
 pub mod grant;
+mod health;
 pub mod idempotency;
 pub mod journal;
 mod memory;
@@ -64,6 +66,7 @@ pub mod store;
 pub mod testkit;
 
 pub mod trace;
+pub use bounded::Bounded;
 pub use budget::Permit;
 pub use derived::KeyOrigin;
 pub use dispatch::{

@@ -343,4 +343,8 @@ impl Store for MemoryStore {
     fn cache_successes(&self) -> bool {
         false
     }
+
+    fn local(&self) -> bool {
+        true
+    }
 }

@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
+pub use crate::health::{Health, Part, Problem};
 use crate::method::BoxFuture;
 
 /// The scope of a record: `(tenant, method, key)` (SPEC §3).
@@ -146,6 +147,12 @@ pub enum Claim {
     FingerprintMismatch,
     /// Force retry of a success: refused, nothing runs.
     ForceRetryRefused,
+    /// The claim was written (as `Acquired { token, kind }` would be) but not confirmed: it
+    /// reached fewer replicas than the store must wait for (`store.redis_wait_replicas`), so
+    /// a failover could undo it. The caller does not run the command: it gives the claim
+    /// back at once (so a retry runs without waiting for a lease to end) and answers that
+    /// the store is unavailable. `error` says why, for the log.
+    Unconfirmed { token: u64, kind: AcquireKind, error: String },
 }
 
 /// Why a claim was acquired.
@@ -424,9 +431,33 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
-    /// Whether the store answers right now (for `/healthz`).
+    /// Whether the store answers right now.
     fn ping(&self) -> BoxFuture<'_, Result<(), StoreError>> {
         Box::pin(async { Ok(()) })
+    }
+
+    /// Whether the store can serve right now, part by part (for `/healthz`): by default,
+    /// whether it answers a [`ping`](Store::ping). A store of several parts (a Redis Cluster)
+    /// tells which parts cannot serve, so a gateway stays routable while most keys can be.
+    fn health(&self) -> BoxFuture<'_, Health> {
+        Box::pin(async {
+            match self.ping().await {
+                Ok(()) => Health::Ok,
+                Err(e) => Health::Down(e.to_string()),
+            }
+        })
+    }
+
+    /// Whether every call answers without waiting on anything outside this process (the
+    /// memory store): such a store is not wrapped in a time bound ([`Bounded`](crate::Bounded)).
+    fn local(&self) -> bool {
+        false
+    }
+
+    /// Whether this store is already a [`Bounded`](crate::Bounded) one.
+    #[doc(hidden)]
+    fn is_bounded(&self) -> bool {
+        false
     }
 }
 

@@ -16,7 +16,12 @@ const LEASE: Duration = Duration::from_millis(1500);
 
 fn config() -> DispatcherConfig {
     DispatcherConfig {
-        idempotency: IdempotencyConfig { mode: Mode::Dev, lease: LEASE, ttl: Duration::from_secs(3600) },
+        idempotency: IdempotencyConfig {
+            mode: Mode::Dev,
+            lease: LEASE,
+            ttl: Duration::from_secs(3600),
+            ..Default::default()
+        },
         ..DispatcherConfig::default()
     }
 }
@@ -224,4 +229,20 @@ async fn the_owner_renews_its_lease_while_its_outcome_is_being_written() {
     let (after, status) = call(&other, "renewed-1", 0).await;
     assert_eq!((after.as_str(), status), (first.as_str(), Some("duplicate")));
     assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran once");
+}
+
+/// The time a claim waits for the store is not taken from the method's `timeout` (400 ms):
+/// a claim answered after 300 ms still leaves the handler its whole budget (it runs 250 ms),
+/// rather than a `-32005` recorded for a command whose upstream acted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_claim_does_not_eat_the_methods_timeout() {
+    let inner: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let slow = Arc::new(SwitchableStore::new(inner.clone()));
+    slow.set_claim_delay(Duration::from_millis(300));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let d = dispatcher(slow.clone(), runs.clone(), None);
+    let (body, status) = call(&d, "slow-claim-1", 250).await;
+    assert!(body.contains(r#""charge":1"#), "{body}");
+    assert_eq!(status, Some("new"));
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

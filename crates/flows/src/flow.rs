@@ -31,11 +31,13 @@ use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use tracing::Instrument;
 
+use crate::answers::{flow_changed, not_started, upstream_failed};
+use crate::body::{ReadError, read_capped, read_prefix};
 use crate::config::{McpStep, StepConfig, UpstreamConfig};
 use crate::oauth::TokenSource;
 use crate::retry::{self, Attempt};
 use crate::step::{QUOTE_LIMIT, first_input, log_quote, step_def, step_output};
-use oncerpc_core::journal::{JournalError, ResumeError, StepDef, StepStatus, StepView};
+use oncerpc_core::journal::{JournalError, StepDef, StepStatus, StepView};
 
 /// What every flow of an app shares besides the HTTP client: the `[upstream]` response cap
 /// and whether clients may see upstream details (`mode`).
@@ -120,12 +122,6 @@ enum Failure {
     Timeout(u64),
     /// An `mcp` step: the upstream could not be called, or its tool answered an error.
     Mcp(String),
-}
-
-/// Reading an answer body stopped.
-enum ReadError {
-    TooLarge,
-    Io(reqwest::Error),
 }
 
 impl Flow {
@@ -302,11 +298,18 @@ impl Flow {
         deadline: Instant,
     ) -> (Result<String, RpcError>, u32) {
         let input = bytes::Bytes::from(input);
+        // An attempt is only started with its whole `timeout_ms` left before the deadline.
+        let budget = step.timeout_ms.map_or(Duration::ZERO, Duration::from_millis);
+        if deadline.saturating_duration_since(Instant::now()) < budget {
+            return (Err(not_started(step, deadline)), 0);
+        }
         let mut attempt = 1;
         loop {
             // Each attempt is a span of its own when spans are exported (`[telemetry]`).
             let span = oncerpc_core::trace::step_span(&step.name, attempt);
             let attempting = async {
+                // While the request is out, a deadline that fires says so (`step_in_flight`).
+                let _sending = ctx.journal.as_ref().map(|j| j.sending(&step.name));
                 match step.timeout_ms {
                     Some(ms) => tokio::time::timeout(
                         Duration::from_millis(ms),
@@ -332,7 +335,8 @@ impl Flow {
             match outcome {
                 Ok(output) => return (Ok(output), attempt),
                 Err((e, Attempt::Transient(asked))) if attempt < step.retry.attempts => {
-                    let left = deadline.saturating_duration_since(Instant::now());
+                    // The wait and the next attempt's whole `timeout_ms` must fit.
+                    let left = deadline.saturating_duration_since(Instant::now()).saturating_sub(budget);
                     let Some(wait) = retry::next_wait(&step.retry, attempt, asked, retry::unit(), left)
                     else {
                         return (Err(e), attempt);
@@ -552,22 +556,6 @@ impl Flow {
     }
 }
 
-/// The whole body, refused as soon as it is known to be larger than `max`: by its
-/// `Content-Length`, else while streaming (nothing past the chunk that crosses `max` is read).
-async fn read_capped(resp: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, ReadError> {
-    if resp.content_length().is_some_and(|n| n > max as u64) {
-        return Err(ReadError::TooLarge);
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(ReadError::Io)? {
-        if body.len() + chunk.len() > max {
-            return Err(ReadError::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
 /// `timeout` from now, or as far as the clock goes (a `timeout_ms` of centuries never
 /// overflows an `Instant`).
 fn deadline_after(timeout: Duration) -> Instant {
@@ -577,38 +565,8 @@ fn deadline_after(timeout: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-/// At most the first `limit` bytes of a body (what could be read; errors end it).
-async fn read_prefix(resp: &mut reqwest::Response, limit: usize) -> Vec<u8> {
-    let mut body = Vec::new();
-    while body.len() < limit {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(limit - body.len())]),
-            _ => break,
-        }
-    }
-    body
-}
-
 impl Handler for Flow {
     fn call<'a>(&'a self, ctx: Context, params: Option<&'a RawValue>) -> BoxFuture<'a, HandlerResult> {
         Box::pin(self.run(ctx, params))
     }
-}
-
-/// The outcome of an execution whose journal no longer fits the flow's definition (or was
-/// written before steps were recorded by name).
-fn flow_changed(e: &ResumeError) -> RpcError {
-    RpcError::with_message(
-        ErrorCode::InternalError,
-        format!(
-            "this execution cannot resume from its step journal (the flow changed since it \
-             started): {e}; no step was skipped or given another step's output; force_retry \
-             starts it over"
-        ),
-    )
-}
-
-fn upstream_failed(step: &str, mut data: serde_json::Value) -> RpcError {
-    data["step"] = json!(step);
-    RpcError::new(ErrorCode::UpstreamFailed).data(data)
 }

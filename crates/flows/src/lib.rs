@@ -31,6 +31,8 @@
 //!     .expect("a new method");
 //! ```
 
+mod answers;
+mod body;
 pub mod config;
 pub mod flow;
 pub mod oauth;

@@ -28,6 +28,9 @@ pub fn check(cfg: &Config) -> Result<(), ConfigError> {
     range("store.ttl_secs", cfg.store.ttl_secs, 1, MAX_SECS, "seconds")?;
     range("store.lease_ms", cfg.store.lease_ms, 0, MAX_MS, "ms")?;
     range("store.resume_interval_ms", cfg.store.resume_interval_ms, 1, MAX_MS, "ms")?;
+    if let Some(ms) = cfg.store.op_timeout_ms {
+        range("store.op_timeout_ms", ms, 1, MAX_MS, "ms")?;
+    }
     for (i, m) in cfg.methods.iter().enumerate() {
         let key = |k: &str| format!("methods[{i}].{k}");
         if let Some(ms) = m.timeout_ms {

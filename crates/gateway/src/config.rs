@@ -101,10 +101,25 @@ pub struct StoreConfig {
     /// have the write (fewer in 1 s: the call fails, `-32004`). 0: don't wait.
     #[serde(default)]
     pub redis_wait_replicas: u32,
+    /// The bound on each store call (claim, renewal, completion, read, health check): past
+    /// it the call fails as if the store were down (`-32004`, nothing run) and `/healthz`
+    /// reports the store. At most half of `lease_ms`; unset: 3000 ms, or half the lease
+    /// when that is shorter ([`StoreConfig::op_timeout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_timeout_ms: Option<u64>,
     /// `rediss://` stores: a PEM file of the CA that signed the server's certificate (a
     /// private CA); absent: the platform's roots. PostgreSQL takes `sslrootcert` in its URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
+}
+
+impl StoreConfig {
+    /// The bound on each store call: `op_timeout_ms`, or by default 3000 ms (at most half
+    /// the lease).
+    pub fn op_timeout(&self) -> std::time::Duration {
+        let default = oncerpc_core::idempotency::DEFAULT_STORE_TIMEOUT.as_millis() as u64;
+        std::time::Duration::from_millis(self.op_timeout_ms.unwrap_or(default.min(self.lease_ms / 2)).max(1))
+    }
 }
 
 fn default_redis_prefix() -> String {
@@ -120,6 +135,7 @@ impl Default for StoreConfig {
             resume_interval_ms: default_resume_interval(),
             redis_prefix: default_redis_prefix(),
             redis_wait_replicas: 0,
+            op_timeout_ms: None,
             ca_file: None,
         }
     }
@@ -470,6 +486,15 @@ impl Config {
             return Err(invalid(format!(
                 "store.ttl_secs ({}) must be at least {TTL_LEASE_RATIO} times store.lease_ms ({} ms)",
                 self.store.ttl_secs, self.store.lease_ms
+            )));
+        }
+        // A claim that waited its whole bound must still leave its lease to run in.
+        if let Some(ms) = self.store.op_timeout_ms
+            && ms.saturating_mul(2) > self.store.lease_ms
+        {
+            return Err(invalid(format!(
+                "store.op_timeout_ms ({ms}) must be at most half of store.lease_ms ({} ms)",
+                self.store.lease_ms
             )));
         }
         if self.batch.max_size == 0 {

@@ -126,6 +126,7 @@ impl App {
                     mode: config.mode,
                     lease,
                     ttl: Duration::from_secs(config.store.ttl_secs),
+                    store_timeout: config.store.op_timeout(),
                 },
                 max_background: config.limits.max_background,
                 tenant_background: tenant_background(&config),

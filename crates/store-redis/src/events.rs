@@ -34,7 +34,7 @@ impl RedisStore {
     pub(crate) async fn index_listed(&self, e: &Event, ttl_ms: u64) -> Result<(), StoreError> {
         let mut inv = self.scripts.index_listed.prepare_invoke();
         inv.key(self.listed_key(&e.record.tenant)).arg(list_cursor(e)).arg(ttl_ms);
-        self.eval::<i64>(&inv, false).await.map(|_| ())
+        self.eval::<i64>(&inv, None).await.map(|_| ())
     }
 
     pub(crate) async fn index_pending(&self, id: &str, created_ms: u64) -> Result<(), StoreError> {
@@ -139,7 +139,7 @@ impl RedisStore {
         for (name, value) in &fields {
             inv.arg(*name).arg(value);
         }
-        let Some(kept) = self.eval::<Option<u64>>(&inv, false).await?.0 else {
+        let Some(kept) = self.eval::<Option<u64>>(&inv, None).await?.0 else {
             return Ok(false);
         };
         if kept != created {
@@ -181,7 +181,7 @@ impl RedisStore {
         self.index_pending(id, created).await?;
         let mut inv = self.scripts.restart_event.prepare_invoke();
         inv.key(self.event_key(id)).arg(token).arg(now_ms());
-        let landed = self.eval::<i64>(&inv, false).await?.0 == 1;
+        let landed = self.eval::<i64>(&inv, None).await?.0 == 1;
         if landed {
             self.index_pending(id, created).await?;
         }

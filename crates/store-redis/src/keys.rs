@@ -78,7 +78,8 @@ mod tests {
     use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
     use super::*;
-    use crate::{Conn, Scripts};
+    use crate::Scripts;
+    use crate::conn::Conn;
 
     /// The keys are what they were when `format!` built them: records and events written by
     /// an earlier version are found.
@@ -93,6 +94,7 @@ mod tests {
             prefix: "oncerpc".into(),
             wait_replicas: 0,
             scripts: std::sync::Arc::new(Scripts::new()),
+            waiters: None,
         };
         let old_tag = |s: &str| -> String {
             Sha256::digest(s.as_bytes())[..8].iter().map(|b| format!("{b:02x}")).collect()

@@ -38,15 +38,23 @@
 //!   right after acknowledging a claim or a completion can lose it: the promoted replica never
 //!   saw it, and the command can run a second time (or its outcome be forgotten). With
 //!   `wait_replicas = N` (`store.redis_wait_replicas`) every claim, renewal and completion is
-//!   pipelined with `WAIT N 1000` on the same connection (in a cluster: the record's primary),
-//!   and fewer than `N` acknowledgements within a second is a `StoreError` — the gateway
-//!   answers `-32004` rather than promise what a failover could undo. The price: a round trip
-//!   to the replicas on every call, and while replicas are missing every call waits the full
-//!   second and fails (a claim that acquired stays written: its key reads in progress until
-//!   its lease ends). Even then a failover can still lose writes that `WAIT` had not yet
-//!   confirmed (the call failed, so no outcome was promised), and `WAIT` is not consensus: a
-//!   replica that acknowledged can itself be lost before promotion. `release` and the event
-//!   calls are not waited for.
+//!   pipelined with `WAIT N 1000` on a connection of its own (in a cluster: to the record's
+//!   primary; see `wait.rs`: a `WAIT` blocks its connection, so it never shares one with other
+//!   calls), and fewer than `N` acknowledgements within a second is a `StoreError` — the
+//!   gateway answers `-32004` rather than promise what a failover could undo. A claim that fell
+//!   short is answered [`Claim::Unconfirmed`]: the gateway gives it back at once, so a retry
+//!   runs without waiting for its lease. The price: a round trip to the replicas on every call,
+//!   and while a shard's replicas are missing every call to its keys waits the full second and
+//!   fails (other shards' keys are served, and health says which shard is short). Even then a
+//!   failover can still lose writes that `WAIT` had not yet confirmed (the call failed, so no
+//!   outcome was promised), and `WAIT` is not consensus: a replica that acknowledged can itself
+//!   be lost before promotion. `release` and the event calls are not waited for.
+//! * **Redirections**: a `MOVED` or `ASK` answered to a waited pipeline (after a failover or a
+//!   resharding) is followed: the script did not run, the slot map is refreshed and the
+//!   pipeline sent again.
+//! * **Health** ([`Store::health`]): in a cluster, each primary is asked (`INFO replication`,
+//!   1 s each); a shard that does not answer, or has fewer live replicas than `wait_replicas`,
+//!   is reported by its slots, and the store is degraded (not down) while another shard serves.
 //! * **Reconnects** through `redis::aio::ConnectionManager` (or the cluster connection); while
 //!   Redis is unreachable every call fails fast with a `StoreError` (the gateway answers
 //!   `-32004`), and the next call after Redis returns succeeds.
@@ -97,25 +105,23 @@ use oncerpc_core::store::{
     AcquireKind, Claim, ClaimRequest, Event, EventFilter, Record, RecordKey, RecordState, Store, StoreError,
     StoredOutcome, TakeOver, journal_from_json, now_ms, status_of, takeover_window,
 };
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
-use redis::cluster_async::ClusterConnection;
-use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
-use redis::{
-    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, Script, ScriptInvocation,
-    ServerErrorKind, Value,
-};
+use redis::{FromRedisValue, RedisError, Script, ScriptInvocation, Value};
 
+mod conn;
 mod events;
+mod health;
 mod keys;
 mod scripts;
 mod server;
 mod tls;
+mod wait;
 
+use conn::{Conn, int, text};
 use scripts::*;
-
-/// How long `WAIT` waits for the replicas' acknowledgements.
-const WAIT_TIMEOUT_MS: u64 = 1000;
+pub use wait::MAX_WAITING;
+use wait::{WAIT_TIMEOUT_MS, Waiters};
 
 /// A pending-index entry whose event hash is missing is dropped only once its creation time is
 /// this old: the index entry of a new event is written just before its hash.
@@ -143,73 +149,6 @@ impl RedisOptions {
     /// roots for `rediss://`.
     pub fn new(prefix: impl Into<String>) -> Self {
         RedisOptions { prefix: prefix.into(), wait_replicas: 0, production: false, ca_file: None }
-    }
-}
-
-/// One server or a cluster, behind one [`ConnectionLike`]: scripts and commands route by
-/// their first key in a cluster.
-#[derive(Clone)]
-enum Conn {
-    Standalone(ConnectionManager),
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for Conn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Conn::Standalone(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Conn::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Conn::Standalone(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-impl Conn {
-    /// Run `cmd` on every primary: each node's name and its reply (or refusal).
-    async fn on_every_primary(
-        &mut self,
-        cmd: &Cmd,
-        standalone_name: &str,
-    ) -> Result<Vec<(String, Result<Value, String>)>, RedisError> {
-        match self {
-            Conn::Standalone(c) => {
-                Ok(vec![(standalone_name.to_owned(), cmd.query_async(c).await.map_err(|e| e.to_string()))])
-            }
-            Conn::Cluster(c) => {
-                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
-                let Value::Map(replies) = c.route_command(cmd.clone(), routing).await? else {
-                    return Err(RedisError::from((ErrorKind::Client, "unexpected reply from the cluster")));
-                };
-                Ok(replies
-                    .into_iter()
-                    .map(|(node, reply)| {
-                        let node = text(&node).unwrap_or_default();
-                        match reply {
-                            Value::ServerError(e) => (node, Err(e.to_string())),
-                            v => (node, Ok(v)),
-                        }
-                    })
-                    .collect())
-            }
-        }
     }
 }
 
@@ -250,6 +189,8 @@ pub struct RedisStore {
     prefix: String,
     wait_replicas: u32,
     scripts: std::sync::Arc<Scripts>,
+    /// With `wait_replicas > 0`: the connections of writes that `WAIT`.
+    waiters: Option<std::sync::Arc<Waiters>>,
 }
 
 impl RedisStore {
@@ -283,27 +224,49 @@ impl RedisStore {
             .map_err(|e| target.error(&format!("redis {server}"), &e))?;
         let mut conn = if RedisStore::server_info(&mut manager, &server).await? {
             let cluster_err = |e: RedisError| target.error(&format!("redis cluster {server}"), &e);
-            let mut builder = ClusterClient::builder(vec![url])
-                .connection_timeout(Duration::from_secs(2))
-                .response_timeout(Duration::from_secs(2))
-                .retries(3)
-                .max_retry_wait(500);
-            if let Some(certs) = target.certs.clone() {
-                builder = builder.certs(certs);
+            let client = |seeds: Vec<String>| {
+                let mut builder = ClusterClient::builder(seeds)
+                    .connection_timeout(Duration::from_secs(2))
+                    .response_timeout(Duration::from_secs(2))
+                    .retries(3)
+                    .max_retry_wait(500);
+                if let Some(certs) = target.certs.clone() {
+                    builder = builder.certs(certs);
+                }
+                builder.build()
+            };
+            let first = client(vec![url.to_owned()]).map_err(cluster_err)?;
+            let mut cluster = first.get_async_connection().await.map_err(cluster_err)?;
+            // Every node the cluster knows is a seed: a client that must reconnect from its
+            // seeds (or open a new connection) still can when the node of the URL is gone.
+            let nodes = redis::cmd("CLUSTER").arg("NODES").query_async::<String>(&mut cluster).await;
+            let seeds = nodes.map(|n| cluster_seeds(url, &n)).unwrap_or_default();
+            if seeds.len() > 1 {
+                cluster =
+                    client(seeds).map_err(cluster_err)?.get_async_connection().await.map_err(cluster_err)?;
             }
-            let client = builder.build().map_err(cluster_err)?;
-            let cluster = client.get_async_connection().await.map_err(cluster_err)?;
             tracing::info!(node = %server, "redis: cluster mode");
             Conn::Cluster(cluster)
         } else {
             Conn::Standalone(manager)
         };
         conn.check_eviction_policy(&server, options.production).await?;
+        let waiters = match options.wait_replicas {
+            0 => None,
+            _ => {
+                let cluster = matches!(conn, Conn::Cluster(_)).then(|| conn.clone());
+                let waiters = Waiters::new(url, options.ca_file.clone(), &server, cluster)
+                    .await
+                    .map_err(|e| target.error(&format!("redis cluster {server}: CLUSTER SLOTS"), &e))?;
+                Some(std::sync::Arc::new(waiters))
+            }
+        };
         Ok(RedisStore {
             conn,
             prefix: options.prefix,
             wait_replicas: options.wait_replicas,
             scripts: std::sync::Arc::new(Scripts::new()),
+            waiters,
         })
     }
 
@@ -312,62 +275,65 @@ impl RedisStore {
         matches!(self.conn, Conn::Cluster(_))
     }
 
-    /// Run a script (on its first key's node). With `wait` and `wait_replicas > 0` it is
-    /// pipelined with `WAIT` — one connection, one node — and the acknowledgements returned.
+    /// Run a script (on its first key's node). With `wait: Some(key)` (its first key) and
+    /// `wait_replicas > 0` it is pipelined with `WAIT` on a connection of its own
+    /// ([`Waiters`]), and the acknowledgements returned.
     async fn eval<T: FromRedisValue>(
         &self,
         inv: &ScriptInvocation<'_>,
-        wait: bool,
+        wait: Option<&str>,
     ) -> Result<(T, Option<i64>), StoreError> {
-        let mut conn = self.conn.clone();
-        if !wait || self.wait_replicas == 0 {
-            return inv.invoke_async(&mut conn).await.map(|v| (v, None)).map_err(err);
-        }
-        let mut pipe = redis::pipe();
-        pipe.invoke_script(inv).cmd("WAIT").arg(self.wait_replicas).arg(WAIT_TIMEOUT_MS);
-        let (value, acks) = match pipe.query_async::<(T, i64)>(&mut conn).await {
-            // A pipeline does not load scripts: the script did not run, load it and retry.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                inv.load_async(&mut conn).await.map_err(err)?;
-                pipe.query_async(&mut conn).await
+        match (wait, &self.waiters) {
+            (Some(key), Some(waiters)) => {
+                let (value, acks) = waiters.run(inv, key, self.wait_replicas).await.map_err(err)?;
+                Ok((value, Some(acks)))
             }
-            other => other,
+            _ => {
+                let mut conn = self.conn.clone();
+                inv.invoke_async(&mut conn).await.map(|v| (v, None)).map_err(err)
+            }
         }
-        .map_err(err)?;
-        Ok((value, Some(acks)))
+    }
+
+    /// Whether `wait_replicas` replicas acknowledged a write: `Err` says how many did.
+    fn short_of_replicas(&self, acks: Option<i64>) -> Result<(), String> {
+        let n = self.wait_replicas;
+        match acks {
+            Some(k) if k < i64::from(n) => Err(format!(
+                "redis: written to {k} of {n} replicas within {WAIT_TIMEOUT_MS} ms \
+                 (store.redis_wait_replicas = {n}): a failover could lose it"
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// A write is only answered once `wait_replicas` replicas acknowledged it.
     fn replicated(&self, acks: Option<i64>) -> Result<(), StoreError> {
-        let n = self.wait_replicas;
-        match acks {
-            Some(k) if k < i64::from(n) => Err(StoreError::new(format!(
-                "redis: written to {k} of {n} replicas within {WAIT_TIMEOUT_MS} ms \
-                 (store.redis_wait_replicas = {n}): a failover could lose it"
-            ))),
-            _ => Ok(()),
+        self.short_of_replicas(acks).map_err(StoreError::new)
+    }
+}
+
+/// `url` once for each node `CLUSTER NODES` lists (its host and port in place of the URL's,
+/// credentials and options kept), the URL's own first.
+fn cluster_seeds(url: &str, nodes: &str) -> Vec<String> {
+    let mut seeds = vec![url.to_owned()];
+    for line in nodes.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else { continue };
+        let addr = addr.split('@').next().unwrap_or("");
+        if addr.starts_with(':') || flags.contains("noaddr") || flags.contains("handshake") {
+            continue;
+        }
+        let seed = conn::node_url(url, addr);
+        if !seeds.contains(&seed) {
+            seeds.push(seed);
         }
     }
+    seeds
 }
 
 fn err(e: RedisError) -> StoreError {
     StoreError::new(format!("redis: {e}"))
-}
-
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        Value::SimpleString(s) => Some(s.clone()),
-        Value::Int(i) => Some(i.to_string()),
-        _ => None,
-    }
-}
-
-fn int(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        other => text(other)?.parse().ok(),
-    }
 }
 
 fn outcome(state: &str, json: String) -> StoredOutcome {
@@ -417,7 +383,7 @@ impl Store for RedisStore {
         Box::pin(async move {
             let (record, tokens) = self.record_keys(req.key);
             let mut inv = self.scripts.claim.prepare_invoke();
-            inv.key(record)
+            inv.key(&record)
                 .key(tokens)
                 .arg(req.fingerprint)
                 .arg(if req.force_retry { "1" } else { "0" })
@@ -425,12 +391,15 @@ impl Store for RedisStore {
                 .arg(ms(req.ttl).max(1))
                 .arg(ms(takeover_window(req.lease)))
                 .arg(ms(req.ttl).saturating_add(ms(req.lease)).saturating_add(TOKEN_KEEP_MS));
-            let (reply, acks) = self.eval::<Value>(&inv, true).await?;
-            let claim = parse_claim(reply)?;
-            if matches!(claim, Claim::Acquired { .. }) {
-                self.replicated(acks)?;
-            }
-            Ok(claim)
+            let (reply, acks) = self.eval::<Value>(&inv, Some(&record)).await?;
+            Ok(match parse_claim(reply)? {
+                // Written, but a failover could undo it: the caller gives it back at once.
+                Claim::Acquired { token, kind } => match self.short_of_replicas(acks) {
+                    Ok(()) => Claim::Acquired { token, kind },
+                    Err(error) => Claim::Unconfirmed { token, kind, error },
+                },
+                other => other,
+            })
         })
     }
 
@@ -442,8 +411,9 @@ impl Store for RedisStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut inv = self.scripts.renew.prepare_invoke();
-            inv.key(self.record_key(key)).arg(token).arg(ms(lease));
-            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            let record = self.record_key(key);
+            inv.key(&record).arg(token).arg(ms(lease));
+            let (done, acks) = self.eval::<i64>(&inv, Some(&record)).await?;
             if done == 1 {
                 self.replicated(acks)?;
             }
@@ -461,8 +431,9 @@ impl Store for RedisStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut inv = self.scripts.put_step.prepare_invoke();
-            inv.key(self.record_key(key)).arg(token).arg(ms(lease)).arg(step).arg(output);
-            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            let record = self.record_key(key);
+            inv.key(&record).arg(token).arg(ms(lease)).arg(step).arg(output);
+            let (done, acks) = self.eval::<i64>(&inv, Some(&record)).await?;
             if done == 1 {
                 self.replicated(acks)?;
             }
@@ -479,12 +450,9 @@ impl Store for RedisStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let mut inv = self.scripts.complete.prepare_invoke();
-            inv.key(self.record_key(key))
-                .arg(token)
-                .arg(state_code(outcome))
-                .arg(outcome.json())
-                .arg(ms(ttl).max(1));
-            let (done, acks) = self.eval::<i64>(&inv, true).await?;
+            let record = self.record_key(key);
+            inv.key(&record).arg(token).arg(state_code(outcome)).arg(outcome.json()).arg(ms(ttl).max(1));
+            let (done, acks) = self.eval::<i64>(&inv, Some(&record)).await?;
             if done == 1 {
                 self.replicated(acks)?;
             }
@@ -496,7 +464,7 @@ impl Store for RedisStore {
         Box::pin(async move {
             let mut inv = self.scripts.release.prepare_invoke();
             inv.key(self.record_key(key)).arg(token);
-            Ok(self.eval::<i64>(&inv, false).await?.0 == 1)
+            Ok(self.eval::<i64>(&inv, None).await?.0 == 1)
         })
     }
 
@@ -561,7 +529,7 @@ impl Store for RedisStore {
                 .arg(status_of(outcome).as_str())
                 .arg(outcome.json())
                 .arg(now_ms());
-            let landed = self.eval::<i64>(&inv, false).await?.0 == 1;
+            let landed = self.eval::<i64>(&inv, None).await?.0 == 1;
             if landed {
                 self.unindex_pending(id).await?;
             }
@@ -578,7 +546,7 @@ impl Store for RedisStore {
         Box::pin(async move {
             let mut inv = self.scripts.put_event_steps.prepare_invoke();
             inv.key(self.event_key(id)).arg(token).arg(steps).arg(now_ms());
-            Ok(self.eval::<i64>(&inv, false).await?.0 == 1)
+            Ok(self.eval::<i64>(&inv, None).await?.0 == 1)
         })
     }
 
@@ -613,5 +581,29 @@ impl Store for RedisStore {
             let mut conn = self.conn.clone();
             redis::cmd("PING").query_async::<String>(&mut conn).await.map(|_| ()).map_err(err)
         })
+    }
+
+    fn health(&self) -> BoxFuture<'_, oncerpc_core::store::Health> {
+        Box::pin(self.shard_health())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_node_of_the_cluster_is_a_seed_with_the_urls_credentials() {
+        let nodes = "\
+a1 127.0.0.1:7101@17101 myself,master - 0 0 1 connected 0-5460
+a2 10.0.0.2:7102@17102 slave a1 0 0 1 connected
+a3 :0@0 master,fail,noaddr - 0 0 3 disconnected
+";
+        assert_eq!(
+            super::cluster_seeds("rediss://u:p@127.0.0.1:7101/0", nodes),
+            ["rediss://u:p@127.0.0.1:7101/0", "rediss://u:p@10.0.0.2:7102/0"]
+        );
+        assert_eq!(
+            super::cluster_seeds("redis://127.0.0.1:7101", nodes),
+            ["redis://127.0.0.1:7101", "redis://10.0.0.2:7102"]
+        );
     }
 }

@@ -5,7 +5,8 @@ use oncerpc_core::store::StoreError;
 use redis::Value;
 use redis::aio::ConnectionManager;
 
-use crate::{Conn, RedisStore, err, text};
+use crate::conn::{Conn, text};
+use crate::{RedisStore, err};
 
 impl RedisStore {
     /// `INFO` (its default sections hold `server` and `cluster`): whether the server runs a

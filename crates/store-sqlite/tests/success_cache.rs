@@ -21,7 +21,8 @@ fn dispatcher(store: Arc<dyn Store>, ttl: Duration) -> Dispatcher {
             }),
         )
         .unwrap();
-    let idempotency = IdempotencyConfig { mode: Mode::Dev, lease: Duration::from_millis(1200), ttl };
+    let idempotency =
+        IdempotencyConfig { mode: Mode::Dev, lease: Duration::from_millis(1200), ttl, ..Default::default() };
     Dispatcher::with_store(registry, DispatcherConfig { idempotency, ..DispatcherConfig::default() }, store)
 }
 

@@ -155,7 +155,7 @@ impl Dispatcher {
             None => (run_handler(method, ctx, params, started).await, None),
             // The keyed path (claim, spawn, record) is boxed: it keeps the common query
             // future small, which matters when a batch holds 50 of them.
-            Some(keyed) => Box::pin(self.execute_keyed(method, params, ctx, keyed, local, started)).await,
+            Some(keyed) => Box::pin(self.execute_keyed(method, params, ctx, keyed, local)).await,
         }
     }
 }

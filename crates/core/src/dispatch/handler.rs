@@ -16,6 +16,8 @@ pub(crate) async fn run_handler(
     started: Instant,
 ) -> Outcome {
     let cid = ctx.correlation_id.clone();
+    // A keyed flow tells its journal which step's request is out, for a deadline's answer.
+    let journal = ctx.journal.clone();
     let mut call =
         std::pin::pin!(std::panic::AssertUnwindSafe(method.handler.call(ctx, params)).catch_unwind());
     // A handler that answers on its first poll (every handler that cannot block) needs no
@@ -30,7 +32,26 @@ pub(crate) async fn run_handler(
             Box::pin(tokio::time::timeout_at(deadline, call)).await
         }
     };
-    handler_outcome(method, &cid, finished)
+    match (finished, journal) {
+        (Err(_), Some(journal)) => Outcome::Error(timed_out(method, journal.in_flight())),
+        (finished, _) => handler_outcome(method, &cid, finished),
+    }
+}
+
+/// The timeout error of `method`. `steps`: for a keyed flow that sent a step, the step whose
+/// request was out when the deadline fired (`data.step_in_flight`, `data.step`): the upstream
+/// may have acted on it, so a force retry sends it again (with the same step key).
+fn timed_out(method: &Method, steps: Option<Option<String>>) -> RpcError {
+    let mut data = serde_json::json!({ "timeout_ms": method.spec.timeout.as_millis() as u64 });
+    match steps {
+        Some(Some(step)) => {
+            data["step_in_flight"] = true.into();
+            data["step"] = step.into();
+        }
+        Some(None) => data["step_in_flight"] = false.into(),
+        None => {}
+    }
+    RpcError::new(ErrorCode::Timeout).data(data)
 }
 
 /// When a handler's call that started with its request at `started` is cut short.
@@ -57,9 +78,6 @@ pub(super) fn handler_outcome(
             tracing::error!(correlation_id = %cid, panic = %what, "handler panicked");
             Outcome::Error(RpcError::internal("the handler panicked"))
         }
-        Err(_) => Outcome::Error(
-            RpcError::new(ErrorCode::Timeout)
-                .data(serde_json::json!({ "timeout_ms": method.spec.timeout.as_millis() as u64 })),
-        ),
+        Err(_) => Outcome::Error(timed_out(method, None)),
     }
 }

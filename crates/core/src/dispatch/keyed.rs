@@ -45,7 +45,6 @@ impl Dispatcher {
         mut ctx: Context,
         mut keyed: Keyed,
         local: Option<&BatchLocal>,
-        started: Instant,
     ) -> (Outcome, Option<IdempotencyInfo>) {
         if let Some(previous) = keyed.previous.take() {
             // derive_key: the same call in the previous window is this one's original.
@@ -60,7 +59,7 @@ impl Dispatcher {
         }
         let key = keyed.key.clone();
         let Some(local) = local else {
-            let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed, started).await;
+            let (outcome, status) = self.claim_and_run(method, params, ctx, &keyed).await;
             let info = status.map(|status| IdempotencyInfo::of(key, keyed.origin, status, &outcome));
             return (outcome, info);
         };
@@ -75,7 +74,7 @@ impl Dispatcher {
         let shared = cell
             .get_or_init(move || async move {
                 *ran_ref = true;
-                let (outcome, status) = self.claim_and_run(method, params, ctx, keyed_ref, started).await;
+                let (outcome, status) = self.claim_and_run(method, params, ctx, keyed_ref).await;
                 Shared { fingerprint: keyed_ref.fingerprint.clone(), outcome, status }
             })
             .await
@@ -111,7 +110,6 @@ impl Dispatcher {
         params: Option<&RawValue>,
         mut ctx: Context,
         keyed: &Keyed,
-        started: Instant,
     ) -> (Outcome, Option<IdempotencyStatus>) {
         let record_key =
             RecordKey { tenant: ctx.tenant.clone(), method: method.name.clone(), key: keyed.key.clone() };
@@ -136,6 +134,7 @@ impl Dispatcher {
         let params: Option<Box<RawValue>> = params.map(|p| p.to_owned());
         let (fingerprint, force_retry) = (keyed.fingerprint.clone(), keyed.force_retry);
         let lease = self.lease(&method);
+        let claim_budget = self.config.idempotency.store_timeout;
         // The task answers through `reply` as soon as it can (after the first write of the
         // outcome), and goes on storing it if that write failed.
         let (reply, answered) = tokio::sync::oneshot::channel();
@@ -151,9 +150,11 @@ impl Dispatcher {
             Box::pin(async move {
                 // Held until the outcome is stored, not only until the client is answered.
                 let _permit = permit;
-                let deadline = started + method.spec.timeout;
+                // The claim has a budget of its own (`store.op_timeout_ms`): a store that is
+                // slow to answer costs `-32004` with nothing run, never the upstream's time.
+                let claim_deadline = Instant::now() + claim_budget;
                 let mut event = None;
-                let claiming = exec.acquire(&record_key, &fingerprint, force_retry, lease, deadline);
+                let claiming = exec.acquire(&record_key, &fingerprint, force_retry, lease, claim_deadline);
                 let claim = crate::trace::claim_span();
                 let claimed =
                     if claim.is_disabled() { claiming.await } else { claiming.instrument(claim).await };
@@ -175,7 +176,8 @@ impl Dispatcher {
                     }
                 };
                 ctx.idempotency_status = Some(IdempotencyStatus::New);
-                let work = run_handler(&method, ctx, params.as_deref(), started);
+                // The method's `timeout` starts once the execution is ours.
+                let work = run_handler(&method, ctx, params.as_deref(), Instant::now());
                 let early = |outcome: &Outcome, settled: &Settled| {
                     let _ = reply.send(owner_answer(outcome, settled));
                 };
@@ -220,7 +222,9 @@ fn answer(claim: Claim) -> (Outcome, Option<IdempotencyStatus>) {
         Claim::Done(stored, _) => (replay(stored), Some(IdempotencyStatus::Duplicate)),
         Claim::FingerprintMismatch => (Outcome::Error(RpcError::new(ErrorCode::KeyReused)), None),
         Claim::ForceRetryRefused => (Outcome::Error(RpcError::new(ErrorCode::ForceRetryRefused)), None),
-        Claim::Acquired { .. } => (Outcome::Error(RpcError::internal("an acquired claim was not run")), None),
+        Claim::Acquired { .. } | Claim::Unconfirmed { .. } => {
+            (Outcome::Error(RpcError::internal("an acquired claim was not run")), None)
+        }
     }
 }
 

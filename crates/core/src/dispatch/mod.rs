@@ -178,6 +178,8 @@ impl Dispatcher {
 
     /// A dispatcher over the given idempotency store.
     pub fn with_store(registry: Registry, config: DispatcherConfig, store: Arc<dyn Store>) -> Self {
+        // Every call of a store that can hang answers within its bound (`store.op_timeout_ms`).
+        let store = crate::Bounded::wrap(store, config.idempotency.store_timeout);
         let doc = openrpc::document(&registry, "oncerpc", env!("CARGO_PKG_VERSION"));
         let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
         let done_cache = store.cache_successes().then(|| Arc::new(DoneCache::new(100_000)));
