@@ -2,7 +2,8 @@
 # The whole test suite, with everything it needs, on a fresh machine of this kind.
 # Usage: ./scripts/test.sh [extra cargo test args]
 #
-# Installs (when missing): emacs-nox (Debian) for the jsonrpc.el client test, a Python venv
+# Installs (when missing): mdBook for the manual (built here), emacs-nox (Debian) for the
+# jsonrpc.el client test, a Python venv
 # under target/ with jsonrpcclient + requests (and the MCP Python SDK) and the npm package json-rpc-2.0 under
 # target/node-clients for the client-library tests, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
@@ -48,6 +49,14 @@ fi
 if ! command -v promtool >/dev/null; then
   echo "== installing prometheus (for promtool)"
   apt_install --no-install-recommends prometheus || need "promtool (prometheus)"
+fi
+
+# mdBook, to build the manual (docs/book.toml: the guides and references under docs/) below.
+MDBOOK_VERSION=0.5.4
+if ! mdbook --version 2>/dev/null | grep -qx "mdbook v$MDBOOK_VERSION"; then
+  echo "== installing mdbook $MDBOOK_VERSION"
+  cargo install mdbook --locked --version "$MDBOOK_VERSION" --no-default-features --features search \
+    || need "mdbook $MDBOOK_VERSION (cargo install mdbook)"
 fi
 
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
@@ -296,6 +305,15 @@ if redis_tls_ping; then
   export ONCERPC_TEST_REDIS_TLS_URL="rediss://default:$REDIS_TLS_PASSWORD@127.0.0.1:$REDIS_TLS_PORT/0"
 else
   need "Redis with TLS on 127.0.0.1:$REDIS_TLS_PORT (redis-server built with TLS)"
+fi
+
+# The manual, as a book: a broken SUMMARY.md or page is an error (its links are checked offline
+# by crates/gateway/tests/docs_links.rs, in the test run below).
+if command -v mdbook >/dev/null; then
+  echo "== mdbook build docs"
+  mdbook build docs
+else
+  need "mdbook"
 fi
 
 # One build, one run for the whole workspace: unit, integration and property tests, and the

@@ -1,6 +1,8 @@
-//! Offline link check of README.md and docs/*.md: every relative link names a file of the
-//! repository (never one outside it), and every `#anchor` names a heading of its target, as
-//! GitHub slugs headings. External links (`https:`, `mailto:` …) are not fetched.
+//! Offline link check of README.md and every markdown file under docs/ (the mdBook manual: the
+//! guides in docs/guide/, the references, docs/benchmarks/): every relative link names a file
+//! of the repository (never one outside it), and every `#anchor` names a heading of its target,
+//! as GitHub slugs headings. External links (`https:`, `mailto:` …) are not fetched. And the
+//! book is the whole manual: docs/SUMMARY.md lists every page under docs/.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -12,16 +14,24 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
 }
 
-/// README.md and every docs/*.md, relative to `root`.
+/// README.md and every markdown file under docs/ (recursively), relative to `root`.
 fn markdown_files(root: &Path) -> Vec<PathBuf> {
-    let mut files = vec![PathBuf::from("README.md")];
-    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
-        .expect("docs/")
-        .map(|e| e.expect("docs/ entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .map(|p| p.strip_prefix(root).expect("under root").to_path_buf())
-        .collect();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("docs/ entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut docs = Vec::new();
+    walk(&root.join("docs"), &mut docs);
+    let mut docs: Vec<PathBuf> =
+        docs.into_iter().map(|p| p.strip_prefix(root).expect("under root").to_path_buf()).collect();
     docs.sort();
+    let mut files = vec![PathBuf::from("README.md")];
     files.extend(docs);
     files
 }
@@ -153,6 +163,59 @@ fn readme_and_docs_have_no_broken_links() {
     assert!(files.len() > 5, "README.md and docs/*.md: {files:?}");
     let broken = check(&root, &files);
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+/// The pages docs/SUMMARY.md links, relative to docs/.
+fn summary_pages(root: &Path) -> BTreeSet<PathBuf> {
+    let text = std::fs::read_to_string(root.join("docs/SUMMARY.md")).expect("docs/SUMMARY.md");
+    links(&text).into_iter().map(PathBuf::from).collect()
+}
+
+#[test]
+fn the_book_lists_every_page_under_docs() {
+    let root = repo_root();
+    let listed = summary_pages(&root);
+    let missing: Vec<String> = markdown_files(&root)
+        .into_iter()
+        .filter_map(|p| p.strip_prefix("docs").ok().map(Path::to_path_buf))
+        .filter(|p| p != Path::new("SUMMARY.md") && !listed.contains(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "pages under docs/ that docs/SUMMARY.md does not list: {missing:?}");
+    for page in ["guide/production.md", "benchmarks/history.md", "SPEC.md", "BENCHMARKS.md"] {
+        assert!(listed.contains(Path::new(page)), "docs/SUMMARY.md lists {page}");
+    }
+    let book = std::fs::read_to_string(root.join("docs/book.toml")).expect("docs/book.toml");
+    assert!(book.contains("src = \".\""), "the book's sources are docs/ itself: {book}");
+}
+
+/// The first fenced block of a crate's front page (its `//!` docs), without rustdoc's hidden
+/// `# ` lines: what a reader of the rendered docs sees of the doc-test.
+fn front_page_example(lib_rs: &str) -> String {
+    let docs: Vec<&str> = lib_rs
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let docs = docs.join("\n");
+    let block = docs.split("```\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a doc-test");
+    block.lines().filter(|l| !(l.starts_with("# ") || *l == "#")).collect::<Vec<_>>().join("\n")
+}
+
+/// The guide's Rust example is the doc-tested one: docs/guide/embedding.md shows oncerpc-core's
+/// front-page doc-test as it is, so the example a reader copies compiles and passes.
+#[test]
+fn the_embedding_guide_shows_the_doc_tested_example() {
+    let root = repo_root();
+    let lib = std::fs::read_to_string(root.join("crates/core/src/lib.rs")).expect("core lib.rs");
+    let guide = std::fs::read_to_string(root.join("docs/guide/embedding.md")).expect("embedding guide");
+    let shown = guide
+        .split("```rust\n")
+        .skip(1)
+        .filter_map(|rest| rest.split("```").next())
+        .find(|block| block.contains("payments.charge") && block.contains("Dispatcher::new"))
+        .expect("the guide's core example");
+    assert_eq!(shown.trim_end(), front_page_example(&lib).trim_end(), "docs/guide/embedding.md");
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The shipped examples run as the README says: every `examples/*.toml` passes `check-config`,
-//! `oncerpc serve --config examples/gateway.toml` starts and answers with the example's key,
+//! The shipped examples run as the README and the guides (docs/guide/) say: every
+//! `examples/*.toml` passes `check-config`, `oncerpc serve --config examples/gateway.toml`
+//! starts and answers with the example's key,
 //! and the command line's flags override a file before its own rules judge it.
 
 mod common;
@@ -27,7 +28,7 @@ fn env_of(text: &str) -> Vec<(String, String)> {
         .filter_map(|rest| rest.split_once('}'))
         .map(|(name, _)| {
             let value = match name {
-                // A Standard Webhooks secret has a form of its own: the README's value.
+                // A Standard Webhooks secret has a form of its own: the webhooks guide's value.
                 "PAYMENTS_WEBHOOK_SECRET" => "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_owned(),
                 _ => format!("example-value-of-{}", name.to_lowercase()),
             };
@@ -59,7 +60,7 @@ fn every_example_config_passes_check_config() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_gateway_example_serves_as_the_readme_says() {
+async fn the_gateway_example_serves_as_the_guide_says() {
     let dir = TempDir::new("example-gateway");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gateway.toml");
     let store = format!("sqlite://{}", dir.file("gateway.db").display());
@@ -104,22 +105,45 @@ async fn flags_override_the_file_before_it_is_validated() {
     assert_eq!(answer.status, 404, "started in dev mode: {}", answer.body);
 }
 
-/// The fenced `lang` block of README.md that contains `marker`.
-fn readme_block(lang: &str, marker: &str) -> String {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
+/// The fenced `lang` block of `file` (a path from the repository's root) that contains `marker`.
+fn doc_block(file: &str, lang: &str, marker: &str) -> String {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
     let fence = format!("```{lang}\n");
-    readme
-        .split(fence.as_str())
+    text.split(fence.as_str())
         .skip(1)
         .map(|rest| rest.split("```").next().unwrap_or_default())
         .find(|block| block.contains(marker))
-        .unwrap_or_else(|| panic!("README.md has no {lang} block with {marker:?}"))
+        .unwrap_or_else(|| panic!("{file} has no {lang} block with {marker:?}"))
         .to_owned()
 }
 
-/// README "MCP hosts and agents", as a reader runs it against the embedded default: the
-/// shell block (a session opened, its id read, a keyed tool call) and the Python SDK block.
+/// The output a shell block shows for its last command: its `# ` comment lines after the last
+/// command line, each without the `# ` and any `<- …` remark.
+fn shown_output(block: &str) -> String {
+    let lines: Vec<&str> = block.lines().collect();
+    let last_command = lines.iter().rposition(|l| !l.starts_with('#') && !l.trim().is_empty()).unwrap_or(0);
+    lines[last_command + 1..]
+        .iter()
+        .filter_map(|l| l.strip_prefix("# "))
+        .map(|l| l.split("  <-").next().unwrap_or(l).trim_end())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs a shell block against the gateway at `addr`, as a reader would paste it; its stdout.
+fn run_shell(block: &str, addr: &str) -> String {
+    let script = block.replace("localhost:8080", addr);
+    let out = Command::new("bash").args(["-euo", "pipefail", "-c", &script]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+    said
+}
+
+/// README "A five-minute tour", as a reader runs it in order against the embedded default: the
+/// keyed curl calls, then the MCP shell block (a session opened, its id read, a keyed tool
+/// call), whose answer must be exactly the one the README shows; and the guide's Python SDK
+/// block (docs/guide/mcp.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_mcp_examples_run_as_shown() {
     let dir = TempDir::new("example-readme-mcp");
@@ -127,21 +151,17 @@ async fn the_readme_mcp_examples_run_as_shown() {
     let gw = Gateway::start(&["--store", &store]);
     let addr = gw.addr.to_string();
 
-    let shell = readme_block("sh", "SESSION=$(").replace("localhost:8080", &addr);
-    let out = Command::new("bash").args(["-euo", "pipefail", "-c", &shell]).output().unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
-    let shown = r#"{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"{\"total\":2}"}],"structuredContent":{"total":2},"isError":false,"#;
-    assert!(said.starts_with(shown), "as the README shows: {said}");
-    assert!(
-        said.contains(
-            r#""io.oncerpc/idempotency-key":"agent-1","io.oncerpc/idempotency-status":"new"}},"id":2}"#
-        ),
-        "{said}"
-    );
+    let keyed = doc_block("README.md", "sh", "\"idempotency_key\":\"tour-1\"");
+    let said = run_shell(&keyed, &addr);
+    assert!(said.trim_end().ends_with(&shown_output(&keyed)), "as the README shows: {said}");
+
+    let mcp = doc_block("README.md", "sh", "SESSION=$(");
+    let said = run_shell(&mcp, &addr);
+    assert_eq!(said.trim_end(), shown_output(&mcp), "as the README shows");
+    assert!(said.contains(r#""io.oncerpc/idempotency-status":"new""#), "{said}");
 
     let Some(python) = common::mcp_clients::python_sdk() else { return };
-    let script = readme_block("python", "ClientSession").replace("127.0.0.1:8080", &addr);
+    let script = doc_block("docs/guide/mcp.md", "python", "ClientSession").replace("127.0.0.1:8080", &addr);
     let out = Command::new(python).args(["-c", &script]).output().unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));

@@ -577,7 +577,7 @@ fn check_config_shows_no_secret_and_names_what_is_wrong() {
     let (ok, text) = check(&good, &[]);
     assert!(!ok && text.contains("GH_HOOK_SECRET"), "a missing variable is named: {text}");
 
-    // The example of README "Webhooks" is valid, and shows none of its secrets.
+    // The example of the webhooks guide (docs/guide/webhooks.md) is valid, and shows none of its secrets.
     let example = shipped_example();
     let env = [
         ("ACME_API_KEY", "acme-s3cr3t-api-key-0001"),
