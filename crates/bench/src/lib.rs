@@ -88,9 +88,10 @@ pub mod bodies {
         )
     }
 
-    /// `tools/call` `counter.increment` by 1 with `arguments.idempotency_key` = `key`.
+    /// `tools/call` `counter_increment` (the method `counter.increment`) by 1 with
+    /// `arguments.idempotency_key` = `key`.
     pub fn mcp_increment(key: &str, stateless: bool) -> String {
-        mcp_call("counter.increment", &format!(r#"{{"by":1,"idempotency_key":"{key}"}}"#), stateless)
+        mcp_call("counter_increment", &format!(r#"{{"by":1,"idempotency_key":"{key}"}}"#), stateless)
     }
 
     /// The two halves of [`mcp_increment`] around the key.

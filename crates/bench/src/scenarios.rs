@@ -142,7 +142,7 @@ impl Scenario {
                     let (head, tail) = bodies::mcp_increment_halves(stateless);
                     lua::with_headers(
                         &lua::new_key_body(&comment, &head, &tail),
-                        &bodies::mcp_headers("counter.increment", session.filter(|_| !stateless)),
+                        &bodies::mcp_headers("counter_increment", session.filter(|_| !stateless)),
                     )
                 }
             },
@@ -377,7 +377,7 @@ mod tests {
         let s = cmd.script(Server::OncerpcMcp, 1000, None);
         assert!(
             s.contains("function request()")
-                && s.contains(r#"wrk.headers["Mcp-Name"] = "counter.increment""#),
+                && s.contains(r#"wrk.headers["Mcp-Name"] = "counter_increment""#),
             "{s}"
         );
         assert!(s.contains("idempotency_key"), "{s}");

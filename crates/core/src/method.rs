@@ -130,6 +130,10 @@ pub struct ToolOptions {
     /// `tasks = "required"` (commands): over MCP `2026-07-28` the tool runs only as a task, so
     /// a call whose client does not declare the tasks extension is refused (`-32021`).
     pub task_required: bool,
+    /// A method whose params are positional (an array): its tool takes them as this one
+    /// argument, MCP arguments being an object (`{"values": [1, 2, 4]}` → `[1, 2, 4]`). Its
+    /// `inputSchema` is an object with this property, whose schema is the params schema.
+    pub array_argument: Option<String>,
 }
 
 /// Where a derived idempotency key is read (SPEC §15).

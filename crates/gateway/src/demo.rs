@@ -73,11 +73,21 @@ pub fn register(
     state: Arc<DemoState>,
     timeout: Duration,
 ) -> Result<(), RegistryError> {
+    let number = |text: &str| json!({ "type": "number", "description": text });
     registry.register(
         "subtract",
         MethodSpec::query()
             .timeout(timeout)
-            .description("Spec example: [minuend, subtrahend] or {minuend, subtrahend}."),
+            .description("Subtracts subtrahend from minuend (spec example): [minuend, subtrahend] or {minuend, subtrahend}.")
+            // By position or by name; its MCP tool takes the names (the object branch).
+            .params_schema(json!({ "oneOf": [
+                { "type": "array", "prefixItems": [{ "type": "number" }, { "type": "number" }],
+                  "minItems": 2, "maxItems": 2 },
+                { "type": "object", "required": ["minuend", "subtrahend"], "additionalProperties": false,
+                  "properties": {
+                      "minuend": number("The number to subtract from."),
+                      "subtrahend": number("The number to subtract.") } }
+            ] })),
         typed(|_ctx: Context, p: SubtractParams| async move {
             let (a, b) = match p {
                 SubtractParams::Positional(a, b) => (a, b),
@@ -86,11 +96,15 @@ pub fn register(
             arith(&a, &b, i64::checked_sub, |x, y| x - y)
         }),
     )?;
-    registry.register(
-        "sum",
-        MethodSpec::query().timeout(timeout).description("Spec example: the sum of an array of numbers."),
-        typed(|_ctx: Context, p: Vec<Number>| async move { sum(&p) }),
-    )?;
+    // Positional only (params are the numbers): its MCP tool takes them as `values`.
+    let mut sum_spec = MethodSpec::query()
+        .timeout(timeout)
+        .description("The sum of an array of numbers (spec example): [1, 2, 4] → 7.")
+        .params_schema(
+            json!({ "type": "array", "items": { "type": "number" }, "description": "The numbers to add." }),
+        );
+    sum_spec.tool.array_argument = Some("values".into());
+    registry.register("sum", sum_spec, typed(|_ctx: Context, p: Vec<Number>| async move { sum(&p) }))?;
     registry.register(
         "add",
         MethodSpec::query()
@@ -144,7 +158,7 @@ pub fn register(
             .description("Adds `by` (default 1) to the tenant's counter and returns the new total.")
             .params_schema(json!({
                 "type": ["object", "null"],
-                "properties": { "by": { "type": "integer" } }
+                "properties": { "by": { "type": "integer", "description": "How much to add (default 1; negative subtracts)." } }
             })),
         typed(move |ctx: Context, p: Option<IncrementParams>| {
             let st = st.clone();
@@ -172,7 +186,12 @@ pub fn register(
         "demo.sleep",
         MethodSpec::command()
             .timeout(timeout)
-            .description("Sleeps `ms` milliseconds, then returns {\"slept_ms\": ms}. Shows `processing`."),
+            .description("Sleeps `ms` milliseconds, then returns {\"slept_ms\": ms}. Shows `processing`.")
+            .params_schema(json!({
+                "type": "object",
+                "required": ["ms"],
+                "properties": { "ms": { "type": "integer", "minimum": 0, "description": "How long to sleep, in milliseconds." } }
+            })),
         typed(|_ctx: Context, p: SleepParams| async move {
             tokio::time::sleep(Duration::from_millis(p.ms)).await;
             Ok(json!({ "slept_ms": p.ms }))
@@ -181,9 +200,19 @@ pub fn register(
     let st = state;
     registry.register(
         "demo.flaky",
-        MethodSpec::command().timeout(timeout).description(
-            "Fails its first `fail_times` executions per idempotency key (-32006), then succeeds. Shows `failed` and force retry.",
-        ),
+        MethodSpec::command()
+            .timeout(timeout)
+            .description(
+                "Fails its first `fail_times` executions per idempotency key (-32006), then succeeds. Shows `failed` and force retry.",
+            )
+            .params_schema(json!({
+                "type": "object",
+                "required": ["fail_times"],
+                "properties": { "fail_times": {
+                    "type": "integer", "minimum": 0, "maximum": u32::MAX,
+                    "description": "How many executions under one idempotency key fail before one succeeds."
+                } }
+            })),
         typed(move |ctx: Context, p: FlakyParams| {
             let st = st.clone();
             async move {

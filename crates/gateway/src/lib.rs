@@ -100,8 +100,10 @@ impl App {
     ) -> Result<App, ConfigError> {
         // Checked here too: tenants may be set by an embedder without `validate`.
         http_tenants(&config).map_err(ConfigError::Invalid)?;
-        // Likewise the webhook verifiers (schemes, secrets, tenants), which the router builds.
+        // Likewise the webhook verifiers (schemes, secrets, tenants), which the router builds,
+        // and the MCP tools' names (two methods with one name, or a name too long).
         webhooks::webhooks(&config)?;
+        mcp::check_tool_names(&config, &registry)?;
         // SPEC §3: a lease always outlives the method's timeout, with a margin.
         let lease = Duration::from_millis(config.store.lease_ms);
         if let Some(max) = registry.max_timeout()
@@ -186,6 +188,7 @@ impl App {
                 mcp_session_secret: cfg.mcp.session_secret.clone(),
                 mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
                 mcp_external: self.external.clone(),
+                mcp_tool_names: cfg.mcp.tool_names.mcp(),
                 console: cfg.console.http(cfg.mode, cfg.tls.is_some()),
             },
         )
@@ -358,7 +361,8 @@ pub fn check_tls_files(config: &Config) -> Result<(), ConfigError> {
 }
 
 /// Check the `[[methods]]` of a config the way the registry will: name rules, kind and
-/// notification rules, and that each `params_schema` compiles.
+/// notification rules, that each `params_schema` compiles, and that the MCP tools' names (the
+/// demo methods' too, where they are on) can be given as `[mcp] tool_names` says.
 pub fn check_methods(config: &Config) -> Result<(), ConfigError> {
     struct Unused;
     impl oncerpc_core::Handler for Unused {
@@ -370,13 +374,19 @@ pub fn check_methods(config: &Config) -> Result<(), ConfigError> {
             Box::pin(async { Err(oncerpc_protocol::RpcError::internal("not served")) })
         }
     }
+    // The registry as serving builds it: the demo methods first, where they are on.
     let mut registry = Registry::new();
+    if config.demo_enabled() {
+        let timeout = Duration::from_millis(config.limits.default_timeout_ms);
+        demo::register(&mut registry, Arc::default(), timeout)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    }
     for m in &config.methods {
         registry
             .register(&m.name, method_spec(config, m), Unused)
             .map_err(|e| ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
     }
-    Ok(())
+    mcp::check_tool_names(config, &registry)
 }
 
 /// The registry spec of a configured method.

@@ -237,7 +237,12 @@ fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
         let (input, output, signal) =
             (tokio::io::stdin(), tokio::io::stdout(), oncerpc_http::shutdown_signal());
         let exit = if mcp {
-            let server = oncerpc_mcp::McpServer::with_external(app.dispatcher.clone(), app.external.clone());
+            let names = app.config.mcp.tool_names.mcp();
+            let server =
+                oncerpc_mcp::McpServer::with_names(app.dispatcher.clone(), app.external.clone(), names)
+                    .unwrap_or_else(|_| {
+                        oncerpc_mcp::McpServer::with_external(app.dispatcher.clone(), app.external.clone())
+                    });
             tracing::info!(tools = server.tools().len(), "oncerpc mcp ready");
             oncerpc_mcp::stdio::run(&server, input, output, max_body, signal).await
         } else {

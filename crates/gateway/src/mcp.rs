@@ -1,5 +1,5 @@
-//! The `[mcp]` section: the MCP door at `/mcp` (its protocol is `oncerpc-mcp`), and what a
-//! `[[methods]]` entry says about its tool (`mcp`, `title`, `destructive`, `output_schema`,
+//! The `[mcp]` section: the MCP door at `/mcp` (its protocol is `oncerpc-mcp`) and how its
+//! tools are named (`tool_names`), and what a `[[methods]]` entry says about its tool (`mcp`, `title`, `destructive`, `output_schema`,
 //! `derive_key`).
 
 use std::time::Duration;
@@ -25,6 +25,35 @@ pub struct McpSection {
     /// Other MCP servers whose tools are re-exported here (`[[mcp.upstreams]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<crate::mcp_upstreams::UpstreamConfig>,
+    /// How tools are named: `"safe"` (names model APIs accept) or `"method"`.
+    #[serde(default, skip_serializing_if = "ToolNames::is_safe")]
+    pub tool_names: ToolNames,
+}
+
+/// `[mcp] tool_names`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolNames {
+    /// `^[a-zA-Z0-9_-]{1,64}$`, as OpenAI's and Anthropic's APIs require: every other
+    /// character of a method's name made `_` (`counter.increment` → `counter_increment`).
+    #[default]
+    Safe,
+    /// The methods' own names, dots kept (`counter.increment`), for hosts that want them.
+    Method,
+}
+
+impl ToolNames {
+    fn is_safe(&self) -> bool {
+        *self == ToolNames::Safe
+    }
+
+    /// As `oncerpc-mcp` names them.
+    pub fn mcp(self) -> oncerpc_mcp::ToolNames {
+        match self {
+            ToolNames::Safe => oncerpc_mcp::ToolNames::ModelSafe,
+            ToolNames::Method => oncerpc_mcp::ToolNames::Method,
+        }
+    }
 }
 
 impl Default for McpSection {
@@ -34,6 +63,7 @@ impl Default for McpSection {
             session_secret: None,
             session_idle_secs: default_idle(),
             upstreams: Vec::new(),
+            tool_names: ToolNames::Safe,
         }
     }
 }
@@ -97,6 +127,13 @@ pub enum TaskSupport {
     Required,
 }
 
+/// Whether `registry`'s tools can be named as `[mcp] tool_names` says: two methods with one
+/// tool name, or a name over 64 characters, is a config error naming them.
+pub fn check_tool_names(cfg: &Config, registry: &oncerpc_core::Registry) -> Result<(), crate::ConfigError> {
+    oncerpc_mcp::Tools::check_names(registry, cfg.mcp.tool_names.mcp())
+        .map_err(|e| crate::ConfigError::Invalid(format!("mcp.tool_names: {e}")))
+}
+
 /// A method's tool options, on its registry spec. Every configured method is a flow, so its
 /// tool reaches the world outside (`openWorldHint`).
 pub fn apply(m: &MethodConfig, spec: &mut oncerpc_core::MethodSpec) {
@@ -107,6 +144,7 @@ pub fn apply(m: &MethodConfig, spec: &mut oncerpc_core::MethodSpec) {
         open_world: !m.steps.is_empty(),
         output_schema: m.output_schema.clone(),
         task_required: m.tasks == Some(TaskSupport::Required),
+        array_argument: None,
     };
     spec.derive_key_window = m.derive_key.as_ref().map(|d| Duration::from_secs(d.window_secs));
 }

@@ -170,8 +170,8 @@ impl UpstreamConfig {
         Duration::from_millis(self.timeout_ms) + Duration::from_millis(500)
     }
 
-    /// What `oncerpc-mcp-upstream` is given.
-    pub fn spec(&self) -> UpstreamSpec {
+    /// What `oncerpc-mcp-upstream` is given; its tools named as `[mcp] tool_names` says.
+    pub fn spec(&self, tool_names: crate::mcp::ToolNames) -> UpstreamSpec {
         let transport = match (&self.url, &self.command) {
             (Some(url), _) => Transport::Http {
                 url: url.clone(),
@@ -206,6 +206,7 @@ impl UpstreamConfig {
                 .iter()
                 .filter_map(|t| Some((t.name.clone(), t.scopes.clone()?)))
                 .collect(),
+            tool_names: tool_names.mcp(),
         }
     }
 }
@@ -283,7 +284,7 @@ pub fn upstreams(
             )));
         }
     }
-    let specs = configured.iter().map(UpstreamConfig::spec).collect();
+    let specs = configured.iter().map(|u| u.spec(config.mcp.tool_names)).collect();
     let upstreams = oncerpc_mcp_upstream::Upstreams::new(specs).map_err(crate::ConfigError::Invalid)?;
     Ok(Some(std::sync::Arc::new(upstreams)))
 }
@@ -332,7 +333,7 @@ pub fn print_upstreams(config: &crate::Config) {
             u.name, u.prefix, u.timeout_ms, u.max_in_flight
         );
         let Some(http) = http.clone() else { continue };
-        match rt.block_on(oncerpc_mcp_upstream::Upstreams::preview(u.spec(), http)) {
+        match rt.block_on(oncerpc_mcp_upstream::Upstreams::preview(u.spec(config.mcp.tool_names), http)) {
             Ok(tools) => {
                 for (name, kind) in tools {
                     println!("  tool       {name} ({})", kind.as_str());
@@ -361,7 +362,7 @@ mod tests {
             "[[tool]]\nname = \"send\"\n{derive}\n[[tool]]\nname = \"peek\"\nkind = \"query\""
         ));
         ok.check().expect("valid overrides");
-        let spec = ok.spec();
+        let spec = ok.spec(crate::mcp::ToolNames::Safe);
         assert_eq!(spec.derive_key.get("send"), Some(&Duration::from_secs(600)));
         assert_eq!((spec.kinds.get("peek"), spec.kinds.get("send")), (Some(&Kind::Query), None));
         assert!(ok.check_windows(86_400).is_ok());

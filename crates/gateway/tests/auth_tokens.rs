@@ -127,7 +127,7 @@ async fn a_token_calls_what_its_scopes_allow_on_every_door() {
     assert_eq!(flow.status, 403, "{}", flow.body);
     assert!(flow.header("www-authenticate").unwrap().contains("insufficient_scope"));
     assert_eq!(refusals(&http, "insufficient_scope").await, before + 2, "the flows door's counted too");
-    let mcp = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders.create",
+    let mcp = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders_create",
         "arguments":{"sku":"T-4","idempotency_key":unique("tok")},
         "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}});
     let mcp = http
@@ -140,7 +140,7 @@ async fn a_token_calls_what_its_scopes_allow_on_every_door() {
                 ("Accept", "application/json, text/event-stream"),
                 ("MCP-Protocol-Version", "2026-07-28"),
                 ("Mcp-Method", "tools/call"),
-                ("Mcp-Name", "orders.create"),
+                ("Mcp-Name", "orders_create"),
             ],
         )
         .await;

@@ -243,16 +243,15 @@ async fn validation_errors_leave_no_record_so_a_corrected_retry_runs() {
     assert_eq!(s.post(increment("fix-1", 10, 3)).await.header("x-idempotency-status"), Some("duplicate"));
     assert_eq!(s.demo.counter("default"), 10, "executed once");
 
-    // Typed-params failure inside the handler (demo.sleep needs `ms`): the claim is released.
-    let bad =
-        json!({"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":"x","idempotency_key":"fix-2"},"id":4});
+    // Invalid params found inside the handler (the counter would overflow): the claim is
+    // released.
+    let bad = json!({"jsonrpc":"2.0","method":"counter.increment","params":{"by":i64::MAX,"idempotency_key":"fix-2"},"id":4});
     let v = s.call(bad).await;
     assert_eq!(v["error"]["code"], -32602);
-    assert!(v["error"]["message"].as_str().unwrap().contains("ms"));
-    let good =
-        json!({"jsonrpc":"2.0","method":"demo.sleep","params":{"ms":1,"idempotency_key":"fix-2"},"id":5});
-    let a = s.post(good.to_string()).await;
+    assert!(v["error"]["message"].as_str().unwrap().contains("overflow"), "{v}");
+    let a = s.post(increment("fix-2", 1, 5)).await;
     assert_eq!(a.header("x-idempotency-status"), Some("new"), "{}", a.body);
+    assert_eq!(s.demo.counter("default"), 11);
 }
 
 #[tokio::test]

@@ -112,7 +112,7 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     ];
     let Some(client) = mcp_clients::typescript_script("mcp_oauth_client.mjs", &args) else { return };
     let seen = mcp_clients::summary(client).await;
-    assert_eq!(seen["tools"], json!(["orders.create", "orders.read"]), "{seen}");
+    assert_eq!(seen["tools"], json!(["orders_create", "orders_read"]), "{seen}");
     assert_eq!(
         (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
         (Some("new"), Some("duplicate")),
@@ -125,7 +125,7 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     let py_args = [&resource, "acme-service", "acme-client-s3cr3t-0001", "orders:read orders:write", &py_key];
     if let Some(client) = mcp_clients::python_script("mcp_oauth_client.py", &py_args) {
         let seen = mcp_clients::summary(client).await;
-        assert_eq!(seen["tools"], json!(["orders.create", "orders.read"]), "{seen}");
+        assert_eq!(seen["tools"], json!(["orders_create", "orders_read"]), "{seen}");
         assert_eq!(
             (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
             (Some("new"), Some("duplicate")),
@@ -148,12 +148,12 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     let result = &list.json()["result"];
     let names: Vec<&str> =
         result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["orders.read"], "{}", list.body);
+    assert_eq!(names, ["orders_read"], "{}", list.body);
     assert_eq!(result["cacheScope"], "private", "the list depends on the caller");
     let call = stateless(
         3,
         "tools/call",
-        json!({"name":"orders.create","arguments":{"sku":"O-2","idempotency_key":unique("oauth")}}),
+        json!({"name":"orders_create","arguments":{"sku":"O-2","idempotency_key":unique("oauth")}}),
     );
     let refused = mcp(
         &http,
@@ -162,7 +162,7 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
         &[
             ("MCP-Protocol-Version", "2026-07-28"),
             ("Mcp-Method", "tools/call"),
-            ("Mcp-Name", "orders.create"),
+            ("Mcp-Name", "orders_create"),
         ],
     )
     .await;

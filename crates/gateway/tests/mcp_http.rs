@@ -72,7 +72,7 @@ async fn open(h: &Http, key: &str) -> String {
 
 fn call(id: u64, sku: &str, key: &str) -> String {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-        "params":{"name":"orders.create","arguments":{"sku":sku,"idempotency_key":key}}})
+        "params":{"name":"orders_create","arguments":{"sku":sku,"idempotency_key":key}}})
     .to_string()
 }
 
@@ -88,7 +88,7 @@ async fn the_python_sdk_over_streamable_http_calls_a_command_twice_and_it_runs_o
 /// What both SDK clients must have seen (their scripts print the same summary).
 fn assert_ran_once(seen: &Value, up: &Upstream) {
     assert_eq!(seen["server"], "oncerpc");
-    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders_create")), "{seen}");
     assert_eq!(seen["first"]["status"], "new", "{seen}");
     assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
     assert_eq!(seen["first"]["text"], seen["again"]["text"], "the stored result, byte for byte");
@@ -305,7 +305,7 @@ async fn a_flow_tells_each_step_as_progress_and_log_events_before_its_result() {
     let sid = open(&h, ACME).await;
     let session = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
     let ship = |id: u64, key: &str, token: Option<&str>| {
-        let mut params = json!({"name":"orders.ship","arguments":{"sku":"A","idempotency_key":key}});
+        let mut params = json!({"name":"orders_ship","arguments":{"sku":"A","idempotency_key":key}});
         if let Some(t) = token {
             params["_meta"] = json!({"progressToken": t});
         }
@@ -394,7 +394,7 @@ async fn a_cancelled_query_stops_and_a_cancelled_command_runs_on() {
 
     // A query that waits on a slow upstream: cancelled, its POST ends at once with no answer.
     up.set_delay(20_000, &["lookup"]);
-    let query = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"orders.lookup","arguments":{}}});
+    let query = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"orders_lookup","arguments":{}}});
     let (h2, s2) = (h.clone(), sid.clone());
     let asked = tokio::spawn(async move {
         let session = [("Mcp-Session-Id", s2.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
@@ -443,7 +443,7 @@ async fn an_idempotency_key_header_is_a_calls_key_as_on_rpc() {
     let h = gw.http();
     let sid = open(&h, ACME).await;
     let keyless = |id: u64| {
-        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"orders.create","arguments":{"sku":"H"}}})
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"orders_create","arguments":{"sku":"H"}}})
             .to_string()
     };
     let with = |key: &'static str| [("Mcp-Session-Id", sid.clone()), ("Idempotency-Key", key.to_owned())];
@@ -462,7 +462,7 @@ async fn an_idempotency_key_header_is_a_calls_key_as_on_rpc() {
     );
     assert_eq!(status(&send(with("hdr-1"), keyless(3)).await), json!("duplicate"));
     // The header and a key in _meta or in the arguments must agree.
-    let meta = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders.create",
+    let meta = json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"orders_create",
         "arguments":{"sku":"H"},"_meta":{"io.oncerpc/idempotency-key":"other-1"}}});
     let a = send(with("hdr-1"), meta.to_string()).await;
     assert_eq!(a.json()["error"]["code"], -32602, "{}", a.body);

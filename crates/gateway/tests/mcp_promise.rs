@@ -167,7 +167,7 @@ async fn session(http: &Http) -> String {
 /// A session-era `tools/call` of `counter.increment` as ACME with `headers`: its result.
 async fn session_call(http: &Http, id: &str, arguments: Value, headers: &[(&str, &str)]) -> Value {
     let auth = format!("Bearer {ACME}");
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"counter.increment","arguments":arguments}});
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"counter_increment","arguments":arguments}});
     let mut all = vec![
         ("Authorization", auth.as_str()),
         ("Content-Type", "application/json"),
@@ -189,7 +189,7 @@ async fn the_stateless_revision_reads_the_key_headers_as_the_session_era_does() 
     let dir = TempDir::new("mcp-promise-headers");
     let gw = Gateway::with_config(&dir, &format!("demo = true\n{}{}", sqlite(&dir), tenants()));
     let http = gw.http();
-    let increment = |id, by: u64| call(id, "counter.increment", json!({ "by": by }), json!({}));
+    let increment = |id, by: u64| call(id, "counter_increment", json!({ "by": by }), json!({}));
 
     for header in ["Idempotency-Key", "X-Idempotency-Key"] {
         let key = unique("retry");
@@ -200,7 +200,7 @@ async fn the_stateless_revision_reads_the_key_headers_as_the_session_era_does() 
         assert_eq!(first["_meta"]["io.oncerpc/idempotency-key"], key.as_str(), "{header}");
         assert_eq!(first["content"], again["content"], "{header}: the stored total, not a second increment");
     }
-    let total = post(&http, Some(ACME), &call(9, "counter.get", json!({}), json!({})), &[]).await;
+    let total = post(&http, Some(ACME), &call(9, "counter_get", json!({}), json!({})), &[]).await;
     assert_eq!(
         total.json()["result"]["structuredContent"]["total"],
         10,
@@ -213,7 +213,7 @@ async fn the_stateless_revision_reads_the_key_headers_as_the_session_era_does() 
     let stateless = post(
         &http,
         Some(ACME),
-        &call(3, "counter.increment", conflict.clone(), json!({})),
+        &call(3, "counter_increment", conflict.clone(), json!({})),
         &[("Idempotency-Key", "aaa-1")],
     )
     .await;
@@ -228,7 +228,7 @@ async fn the_stateless_revision_reads_the_key_headers_as_the_session_era_does() 
     let refused = post(&http, Some(ACME), &increment(4, 1), &two).await;
     assert_eq!(refused.status, 400, "{}", refused.body);
     assert!(refused.body.contains("X-Idempotency-Key and Idempotency-Key differ"), "{}", refused.body);
-    let total = post(&http, Some(ACME), &call(9, "counter.get", json!({}), json!({})), &[]).await;
+    let total = post(&http, Some(ACME), &call(9, "counter_get", json!({}), json!({})), &[]).await;
     assert_eq!(total.json()["result"]["structuredContent"]["total"], 10, "the refused calls ran nothing");
 }
 
@@ -469,7 +469,7 @@ async fn a_replayed_failure_says_so_and_force_retry_runs_it_again() {
     )
     .await;
     let tools = listed.json()["result"]["tools"].as_array().unwrap().clone();
-    let flaky = tools.iter().find(|t| t["name"] == "demo.flaky").expect("demo.flaky is a tool");
+    let flaky = tools.iter().find(|t| t["name"] == "demo_flaky").expect("demo.flaky is a tool");
     let force = &flaky["inputSchema"]["properties"]["force_retry"];
     assert_eq!(force["type"], "boolean", "{flaky}");
     assert!(force["description"].as_str().unwrap().contains("FAILED"), "{force}");
@@ -479,9 +479,9 @@ async fn a_replayed_failure_says_so_and_force_retry_runs_it_again() {
     let key = unique("flaky");
     let args = |force: bool| json!({"fail_times": 1, "idempotency_key": key, "force_retry": force});
     let first =
-        post(&http, None, &call(2, "demo.flaky", args(false), json!({})), &[]).await.json()["result"].clone();
+        post(&http, None, &call(2, "demo_flaky", args(false), json!({})), &[]).await.json()["result"].clone();
     let again =
-        post(&http, None, &call(3, "demo.flaky", args(false), json!({})), &[]).await.json()["result"].clone();
+        post(&http, None, &call(3, "demo_flaky", args(false), json!({})), &[]).await.json()["result"].clone();
     assert_eq!((first["isError"].as_bool(), status(&first)), (Some(true), "new"), "{first}");
     assert_eq!((again["isError"].as_bool(), status(&again)), (Some(true), "duplicate"), "{again}");
     assert_eq!(first["structuredContent"], again["structuredContent"], "the stored failure itself");
@@ -493,7 +493,7 @@ async fn a_replayed_failure_says_so_and_force_retry_runs_it_again() {
     );
     assert!(text.contains("force_retry: true"), "{text}");
     let forced =
-        post(&http, None, &call(4, "demo.flaky", args(true), json!({})), &[]).await.json()["result"].clone();
+        post(&http, None, &call(4, "demo_flaky", args(true), json!({})), &[]).await.json()["result"].clone();
     assert_eq!(
         (forced["isError"].as_bool(), status(&forced)),
         (Some(false), "new"),

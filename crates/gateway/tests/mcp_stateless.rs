@@ -59,7 +59,7 @@ fn meta() -> Value {
 
 fn call(id: u64, sku: &str, key: &str) -> Value {
     json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-        "params":{"name":"orders.create","arguments":{"sku":sku,"idempotency_key":key},"_meta":meta()}})
+        "params":{"name":"orders_create","arguments":{"sku":sku,"idempotency_key":key},"_meta":meta()}})
 }
 
 /// The headers a conforming client sends with `body`.
@@ -89,7 +89,7 @@ fn assert_ran_once(seen: &Value, up: &Upstream) {
     assert_eq!(seen["era"], json!(["modern", "modern"]), "{seen}");
     assert_eq!(seen["versions"][0], "2026-07-28", "{seen}");
     assert_eq!(seen["server"], "oncerpc", "{seen}");
-    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders_create")), "{seen}");
     assert_eq!(seen["tools_ttl_ms"], 300_000, "{seen}");
     assert_eq!(seen["first"]["status"], "new", "{seen}");
     assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
@@ -261,7 +261,7 @@ async fn every_stateless_refusal_has_its_status_and_nothing_runs() {
     let lower: Vec<(&str, String)> = vec![
         ("mcp-protocol-version", " 2026-07-28 ".into()),
         ("mcp-method", "tools/call".into()),
-        ("MCP-NAME", "=?base64?b3JkZXJzLmNyZWF0ZQ==?=".into()),
+        ("MCP-NAME", "=?base64?b3JkZXJzX2NyZWF0ZQ==?=".into()),
     ];
     let again = post(&h, &lower, &good.to_string()).await;
     assert_eq!(again.status, 200, "{}", again.body);

@@ -53,7 +53,7 @@ async fn the_python_sdk_calls_a_command_twice_and_it_runs_once() {
     let seen = mcp_clients::summary(client).await;
     assert_eq!(seen["server"], "oncerpc");
     assert_eq!(seen["protocol"], "2025-11-25", "{seen}");
-    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders.create")), "{seen}");
+    assert!(seen["tools"].as_array().unwrap().contains(&json!("orders_create")), "{seen}");
     assert_eq!((&seen["key_property"], &seen["idempotent_hint"]), (&json!(true), &json!(true)));
     assert_eq!(seen["first"]["status"], "new", "{seen}");
     assert_eq!(seen["again"]["status"], "duplicate", "{seen}");
@@ -146,7 +146,7 @@ async fn stateless_requests_are_answered_without_a_handshake_and_a_retry_runs_on
     let answers = tokio::task::spawn_blocking(move || {
         let mut c = Child::start(&config);
         let discover = c.ask(json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":modern_meta(json!({}))}}));
-        let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"orders.create",
+        let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"orders_create",
             "arguments":{"sku":"S-1","idempotency_key":"stdio-2026-key"},"_meta":modern_meta(json!({}))}});
         let first = c.ask(call.clone());
         let again = c.ask(call);
@@ -173,7 +173,7 @@ async fn stateless_requests_are_answered_without_a_handshake_and_a_retry_runs_on
     assert_eq!(first["result"]["content"], again["result"]["content"], "the stored result, byte for byte");
     assert_eq!(up.count("charge"), 1, "the upstream ran once");
     assert!(
-        list["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "orders.create"),
+        list["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "orders_create"),
         "{list}"
     );
     assert!(list["result"]["ttlMs"].as_u64().is_some() && list["result"]["cacheScope"] == "public", "{list}");
@@ -208,7 +208,7 @@ async fn kill_9_during_a_step_the_retry_resumes_and_sends_that_step_its_same_key
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}});
     let call = |id: u64| {
         json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-            "params":{"name":"orders.place","arguments":{"sku":"K-1","idempotency_key":"kill-in-step"}}})
+            "params":{"name":"orders_place","arguments":{"sku":"K-1","idempotency_key":"kill-in-step"}}})
     };
     up.set_delay(700, &["charge"]);
     let mut a = {

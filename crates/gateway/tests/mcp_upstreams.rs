@@ -69,7 +69,10 @@ async fn tool_names(gw: &Http) -> Vec<String> {
         "io.modelcontextprotocol/clientCapabilities": {},
     }}});
     let result = post(gw, &body).await;
-    result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    let tools = result["tools"].as_array().unwrap();
+    // Re-exported tools too are named and described as model APIs take them.
+    common::tool_schemas::assert_model_ready(tools);
+    tools.iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
 /// A tool result's text content, which the Python upstream writes as JSON.
@@ -297,8 +300,8 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     wait_up(&http, "pay").await;
 
     let key = unique("stdio");
-    let first = post(&http, &call(1, "pay.charge", json!({"amount": 4, "card": "visa"}), &key)).await;
-    let again = post(&http, &call(2, "pay.charge", json!({"amount": 4, "card": "visa"}), &key)).await;
+    let first = post(&http, &call(1, "pay_charge", json!({"amount": 4, "card": "visa"}), &key)).await;
+    let again = post(&http, &call(2, "pay_charge", json!({"amount": 4, "card": "visa"}), &key)).await;
     assert_eq!((status(&first), status(&again)), ("new", "duplicate"), "{first} {again}");
     let ran = log.of("charge", Some(&key));
     assert_eq!(ran.len(), 1, "{ran:?}");
@@ -310,17 +313,17 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     );
 
     // The upstream adds a tool and says so: oncerpc lists its tools again and offers it.
-    let unlocked = post(&http, &call(9, "pay.unlock_refund", json!({}), &unique("unlock"))).await;
+    let unlocked = post(&http, &call(9, "pay_unlock_refund", json!({}), &unique("unlock"))).await;
     assert_eq!(unlocked["isError"], false, "{unlocked}");
     let mut names = Vec::new();
     for _ in 0..200 {
         names = tool_names(&http).await;
-        if names.iter().any(|n| n == "pay.refund") {
+        if names.iter().any(|n| n == "pay_refund") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(names.iter().any(|n| n == "pay.refund"), "list_changed followed: {names:?}");
+    assert!(names.iter().any(|n| n == "pay_refund"), "list_changed followed: {names:?}");
 
     // Killed mid-call.
     let slow_key = unique("slow");
@@ -328,7 +331,7 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     let starts = log.starts();
     let pending = {
         let http = http.clone();
-        let body = call(3, "pay.slow_charge", json!({"amount": 8}), &slow_key);
+        let body = call(3, "pay_slow_charge", json!({"amount": 8}), &slow_key);
         tokio::spawn(async move { post(&http, &body).await })
     };
     wait_for("the slow call to reach the upstream", || log.of("slow_charge", Some(&slow_key)).len() == 1)
@@ -347,7 +350,7 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     wait_up(&http, "pay").await;
     let mut retried = Value::Null;
     for _ in 0..100 {
-        retried = post(&http, &call(4, "pay.slow_charge", json!({"amount": 8}), &slow_key)).await;
+        retried = post(&http, &call(4, "pay_slow_charge", json!({"amount": 8}), &slow_key)).await;
         // Until the supervisor has the new connection, a call is -32006 and not stored.
         if retried["structuredContent"]["code"] != -32006 {
             break;
@@ -355,7 +358,7 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!((retried["isError"].as_bool(), status(&retried)), (Some(false), "new"), "{retried}");
-    let again = post(&http, &call(5, "pay.slow_charge", json!({"amount": 8}), &slow_key)).await;
+    let again = post(&http, &call(5, "pay_slow_charge", json!({"amount": 8}), &slow_key)).await;
     assert_eq!(status(&again), "duplicate", "{again}");
     let ran = log.of("slow_charge", Some(&slow_key));
     assert_eq!(ran.len(), 2, "once before the kill, once after the restart: {ran:?}");
@@ -365,7 +368,7 @@ async fn a_stdio_upstream_killed_mid_call_gives_32006_and_the_retry_runs_once_af
     // run of the same task, which completes.
     let task_key = unique("slow-task");
     let tasks = json!({ "extensions": { "io.modelcontextprotocol/tasks": {} } });
-    let mut body = call(6, "pay.slow_charge", json!({"amount": 9}), &task_key);
+    let mut body = call(6, "pay_slow_charge", json!({"amount": 9}), &task_key);
     body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = tasks.clone();
     log.hold();
     let starts = log.starts();
@@ -647,14 +650,14 @@ kind = "query"
     wait_up(&http, "down").await;
     let mut names = tool_names(&http).await;
     names.sort();
-    assert_eq!(names, ["down.ship", "down.stock"], "both tools, prefixed");
+    assert_eq!(names, ["down_ship", "down_stock"], "both tools, prefixed");
 
     let key = unique("stateless");
-    let body = call(1, "down.ship", json!({"order": "o-1", "region": "eu west"}), &key);
+    let body = call(1, "down_ship", json!({"order": "o-1", "region": "eu west"}), &key);
     let headers = [
         ("MCP-Protocol-Version", "2026-07-28"),
         ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "down.ship"),
+        ("Mcp-Name", "down_ship"),
         ("Mcp-Param-Region", "=?base64?ZXUgd2VzdA==?="),
         ("Content-Type", "application/json"),
         ("Accept", "application/json, text/event-stream"),
@@ -672,7 +675,7 @@ kind = "query"
 
     // A query passes through each time.
     for id in 2..4 {
-        let stock = post(&http, &call(id, "down.stock", json!({}), &unique("q"))).await;
+        let stock = post(&http, &call(id, "down_stock", json!({}), &unique("q"))).await;
         assert_eq!(stock["isError"], false, "{stock}");
     }
     assert_eq!(steps.count("stock"), 2);
@@ -694,7 +697,7 @@ kind = "query"
 
     // The downstream killed: a call fails as the upstream's failure, and health shows it.
     downstream.kill9();
-    let failed = post(&http, &call(5, "down.stock", json!({}), &unique("q"))).await;
+    let failed = post(&http, &call(5, "down_stock", json!({}), &unique("q"))).await;
     assert_eq!(failed["structuredContent"]["code"], -32006, "{failed}");
     let mut health = Value::Null;
     for _ in 0..200 {

@@ -84,7 +84,7 @@ async fn traceparent_reaches_every_upstream_step_and_the_logs() {
 
     // The MCP door, the trace in the call's _meta (stateless era: no session).
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "orders.create", "arguments": {"sku": "C"},
+        "name": "orders_create", "arguments": {"sku": "C"},
         "_meta": {"traceparent": tp, "io.oncerpc/idempotency-key": "t-3",
                   "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
@@ -97,7 +97,7 @@ async fn traceparent_reaches_every_upstream_step_and_the_logs() {
                 ("accept", "application/json, text/event-stream"),
                 ("mcp-protocol-version", "2026-07-28"),
                 ("mcp-method", "tools/call"),
-                ("mcp-name", "orders.create"),
+                ("mcp-name", "orders_create"),
             ],
         )
         .await;
@@ -160,7 +160,7 @@ async fn a_stateless_mcp_call_takes_its_trace_and_key_from_the_headers() {
     let gw = gateway(&dir, &up);
     let tp = traceparent();
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "orders.create", "arguments": {"sku": "H"},
+        "name": "orders_create", "arguments": {"sku": "H"},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
                   "io.modelcontextprotocol/clientCapabilities": {}}}});
@@ -168,7 +168,7 @@ async fn a_stateless_mcp_call_takes_its_trace_and_key_from_the_headers() {
         ("accept", "application/json, text/event-stream"),
         ("mcp-protocol-version", "2026-07-28"),
         ("mcp-method", "tools/call"),
-        ("mcp-name", "orders.create"),
+        ("mcp-name", "orders_create"),
         ("traceparent", tp.as_str()),
         ("tracestate", "vendor=mcp"),
         ("idempotency-key", "t-mcp26-header"),

@@ -144,6 +144,8 @@ pub struct HttpConfig {
     /// Other MCP servers' tools offered on `/mcp` (`[[mcp.upstreams]]`), and their state for
     /// `/healthz`.
     pub mcp_external: oncerpc_mcp::External,
+    /// How the MCP door names its tools (`mcp.tool_names`): model-safe by default.
+    pub mcp_tool_names: oncerpc_mcp::ToolNames,
     /// The operator console at `/console` (`[console]`); `None`: off.
     pub console: Option<console::ConsoleConfig>,
 }
@@ -164,6 +166,7 @@ impl Default for HttpConfig {
             mcp_session_secret: None,
             mcp_session_idle: oncerpc_mcp::sessions::DEFAULT_IDLE,
             mcp_external: oncerpc_mcp::External::default(),
+            mcp_tool_names: oncerpc_mcp::ToolNames::default(),
             console: None,
         }
     }
@@ -261,7 +264,8 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
     let mcp = config.mcp_enabled.then(|| {
         let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
         let external = config.mcp_external.clone();
-        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external)
+        let names = config.mcp_tool_names;
+        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external, names)
     });
     if let Some(door) = &mcp {
         door.server.metrics().register(&door_metrics);

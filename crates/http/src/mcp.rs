@@ -49,9 +49,14 @@ impl McpDoor {
         secret: Option<&[u8]>,
         idle: Duration,
         external: oncerpc_mcp::External,
+        names: oncerpc_mcp::ToolNames,
     ) -> McpDoor {
         let sessions = Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle);
-        McpDoor { server: McpServer::with_external(dispatcher, external), sessions }
+        // Names that clash (a registry the gateway's config check did not see): the methods'
+        // own names, logged.
+        let server = McpServer::with_names(dispatcher.clone(), external.clone(), names)
+            .unwrap_or_else(|_| McpServer::with_external(dispatcher, external));
+        McpDoor { server, sessions }
     }
 }
 

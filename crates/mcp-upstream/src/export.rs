@@ -1,13 +1,17 @@
-//! An upstream's tools as oncerpc's: the allowlist, the prefixed name, the schema with
-//! `idempotency_key` for commands, and the kind (`readOnlyHint: true` → query, unless the
-//! config says otherwise).
+//! An upstream's tools as oncerpc's: the allowlist, the prefixed name (model-safe by default,
+//! as the registry's tools: `mail.send` → `mail_send`, the prefixed name in `title` and
+//! `_meta["io.oncerpc/method"]`), the schema with `idempotency_key` for commands, and the kind
+//! (`readOnlyHint: true` → query, unless the config says otherwise).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use oncerpc_core::{Dispatcher, Kind, MethodSpec};
 use oncerpc_mcp::ExternalTool;
+use oncerpc_mcp::names::META_METHOD;
 use oncerpc_mcp::tools::Tool;
+use oncerpc_mcp::{ToolNameError, Tools};
 use serde_json::{Value, json};
 
 use crate::UpstreamSpec;
@@ -38,24 +42,47 @@ pub fn kind(spec: &UpstreamSpec, tool: &Value) -> Kind {
     }
 }
 
-/// How the tool is listed on oncerpc's door: the upstream's JSON with the prefixed name, and
-/// for a command the `idempotency_key` property.
-pub fn listed(spec: &UpstreamSpec, tool: &Value, kind: Kind) -> Value {
+/// The method an upstream tool is on oncerpc's side: its name with the prefix (the name of
+/// its records, metrics and logs, whatever its tool is called).
+pub fn method_name(spec: &UpstreamSpec, tool: &str) -> String {
+    format!("{}{tool}", spec.prefix)
+}
+
+/// How the tool is listed on oncerpc's door: the upstream's JSON with the exported name (the
+/// prefixed name, model-safe unless `tool_names` keeps it; its `title` when it has none of its
+/// own, and `_meta["io.oncerpc/method"]`), `properties` always, and for a command the
+/// `idempotency_key` and `force_retry` properties. A name too long for model APIs is the error.
+pub fn listed(spec: &UpstreamSpec, tool: &Value, kind: Kind) -> Result<Value, ToolNameError> {
+    let method = method_name(spec, tool["name"].as_str().unwrap_or_default());
+    let name = spec.tool_names.tool_name(&method)?;
     let mut out = tool.clone();
-    out["name"] = json!(format!("{}{}", spec.prefix, tool["name"].as_str().unwrap_or_default()));
+    if name != method && !out["title"].is_string() {
+        out["title"] = json!(method);
+    }
+    out["name"] = json!(name);
+    if !out["_meta"].is_object() {
+        out["_meta"] = json!({});
+    }
+    out["_meta"][META_METHOD] = json!(method);
     if !out["inputSchema"].is_object() {
         out["inputSchema"] = json!({ "type": "object" });
+    }
+    if let Some(schema) = out["inputSchema"].as_object_mut() {
+        schema.entry("properties").or_insert_with(|| json!({}));
     }
     if kind == Kind::Command {
         oncerpc_mcp::tools::add_key_properties(&mut out["inputSchema"]);
     }
-    out
+    Ok(out)
 }
 
 /// The upstream's tools (`tools/list`'s `tools`) as external tools of `dispatcher`: the
 /// allowed ones with a name no registered method has (others are skipped with a warning).
 pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value]) -> Vec<ExternalTool> {
     let spec = &link.spec;
+    // The registry's tools keep their names: one of ours is never shadowed, nor listed twice.
+    let taken: HashSet<String> =
+        Tools::names_of(dispatcher.registry(), spec.tool_names).into_iter().collect();
     let mut out = Vec::new();
     for tool in listed_tools {
         let Some(name) = tool["name"].as_str() else { continue };
@@ -63,11 +90,22 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
             continue;
         }
         let kind = kind(spec, tool);
-        let json = listed(spec, tool, kind);
+        let json = match listed(spec, tool, kind) {
+            Ok(json) => json,
+            Err(e) => {
+                tracing::warn!(upstream = %spec.name, tool = %oncerpc_core::LogSafe(name), error = %e, "MCP upstream tool not offered");
+                continue;
+            }
+        };
         // `x-mcp-header` arguments of the upstream's schema: over HTTP in the stateless
         // revision they come as `Mcp-Param-*` headers too, checked.
         let header_params = oncerpc_mcp::tools::header_params(&json["inputSchema"]);
         let exported = json["name"].as_str().unwrap_or_default().to_owned();
+        let own = method_name(spec, name);
+        if taken.contains(&exported) {
+            tracing::warn!(upstream = %spec.name, tool = %oncerpc_core::LogSafe(name), exported = %oncerpc_core::LogSafe(&exported), "MCP upstream tool not offered: one of oncerpc's own tools has its name (give the upstream a prefix)");
+            continue;
+        }
         let mut method = match kind {
             Kind::Query => MethodSpec::query(),
             Kind::Command => MethodSpec::command(),
@@ -85,12 +123,14 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
             _ => {}
         }
         let handler = UpstreamTool { link: link.clone(), tool: name.to_owned() };
-        match dispatcher.external_method(&exported, method, Arc::new(handler)) {
+        match dispatcher.external_method(&own, method, Arc::new(handler)) {
             Ok(method) => out.push(ExternalTool {
                 // A command may run as oncerpc's task (an event calling the upstream once);
                 // a query answers inline. The upstream's own tasks are not used.
                 tool: Tool {
                     name: exported,
+                    method: own,
+                    array_argument: None,
                     kind,
                     json,
                     task_required: false,

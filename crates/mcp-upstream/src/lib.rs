@@ -72,6 +72,9 @@ pub struct UpstreamSpec {
     pub scopes: Vec<String>,
     /// … or, per upstream tool name, these instead.
     pub tool_scopes: BTreeMap<String, Vec<String>>,
+    /// How its tools are named on oncerpc's door (`[mcp] tool_names`): the prefixed name,
+    /// model-safe by default.
+    pub tool_names: oncerpc_mcp::ToolNames,
 }
 
 /// The upstreams of one gateway, connected and kept connected by their supervisors.

@@ -239,7 +239,9 @@ impl Link {
         let mut out = Vec::new();
         for tool in tools {
             let Some(name) = tool["name"].as_str().filter(|n| self.allow.is_match(n)) else { continue };
-            out.push((format!("{}{name}", self.spec.prefix), crate::export::kind(&self.spec, &tool)));
+            let method = crate::export::method_name(&self.spec, name);
+            let exported = self.spec.tool_names.tool_name(&method).unwrap_or(method);
+            out.push((exported, crate::export::kind(&self.spec, &tool)));
         }
         Ok(out)
     }
@@ -365,6 +367,7 @@ mod tests {
             derive_key: BTreeMap::new(),
             scopes: Vec::new(),
             tool_scopes: BTreeMap::new(),
+            tool_names: Default::default(),
         };
         Link::new(spec, UpstreamMetrics::new()).unwrap()
     }

@@ -63,7 +63,12 @@ pub(crate) async fn run(
     session: &Session,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request, .. } = prepared;
+    let Prepared { name, tool, arguments, meta: request, refused, .. } = prepared;
+    let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
+    if let Some(e) = refused {
+        let cid = request.correlation_id.as_deref().unwrap_or("");
+        return Ok(Some((write_tool_result(&Outcome::Error(e), None, cid, complete, None), true)));
+    }
     let external = match &tool {
         Target::External(t) => Some(t.clone()),
         Target::Native(_) => None,
@@ -86,7 +91,6 @@ pub(crate) async fn run(
             Ok(()) = &mut r.cancelled => return Ok(None),
         },
     };
-    let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
     Ok(Some(match (&outcome, external) {
         (Outcome::Result(r), Some(_)) => {
             let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
@@ -114,6 +118,7 @@ impl Target<'_> {
 /// A `tools/call` request read: the tool, its arguments (the method's params) and the
 /// dispatcher's request (tenant, key, force retry, correlation id, progress).
 pub(crate) struct Prepared<'t> {
+    /// The method the tool calls (the tool's name may be its model-safe form).
     pub name: String,
     pub tool: Target<'t>,
     pub arguments: Box<RawValue>,
@@ -122,6 +127,9 @@ pub(crate) struct Prepared<'t> {
     pub task: Option<Box<RawValue>>,
     /// Where the call's task id goes once it is a task, for its notifications to name it.
     pub related: Option<crate::notify::RelatedTask>,
+    /// Arguments that cannot be the method's params (a positional method's): answered as the
+    /// call's error result, nothing run.
+    pub refused: Option<RpcError>,
 }
 
 /// The members of a request's params this door reads, as raw JSON: one pass over the params
@@ -311,23 +319,24 @@ fn prepare_read<'t>(
     session: &Session,
     outbox: Option<&Outbox>,
 ) -> Result<Prepared<'t>, RpcError> {
-    let name: String = match params.name.and_then(text_of) {
+    let called: String = match params.name.and_then(text_of) {
         Some(name) => name.into_owned(),
         None => return Err(RpcError::invalid_params("tools/call needs the tool's name")),
     };
-    let tool = match tools.get(&name) {
+    let name = called.as_str();
+    let tool = match tools.get(name) {
         Some(t) => Target::Native(t),
-        None => match tools.external().get(&name) {
+        None => match tools.external().get(name) {
             Some(t) => Target::External(t),
             None => {
                 return Err(RpcError::invalid_params(format!(
                     "Unknown tool: {}",
-                    oncerpc_core::LogSafe(&name)
+                    oncerpc_core::LogSafe(name)
                 )));
             }
         },
     };
-    let arguments = match params.arguments {
+    let mut arguments = match params.arguments {
         None => RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?,
         Some(a) if a.get().trim() == "null" => {
             RawValue::from_string("{}".to_owned()).map_err(RpcError::internal)?
@@ -335,6 +344,21 @@ fn prepare_read<'t>(
         Some(a) if starts_with(a, '{') => a.to_owned(),
         Some(_) => return Err(RpcError::invalid_params("arguments must be an object")),
     };
+    // Positional params come as one array argument; the key and force retry beside it. Wrong
+    // arguments are the call's error result, as the method's own invalid params are.
+    let mut refused = None;
+    let (argument_key, argument_force) =
+        match tool.tool().array_argument.as_deref().map(|a| crate::arguments::positional(&arguments, a)) {
+            Some(Ok(p)) => {
+                arguments = p.params;
+                (p.key, p.force_retry)
+            }
+            Some(Err(e)) => {
+                refused = Some(e);
+                (None, false)
+            }
+            None => (None, false),
+        };
     let meta = params.meta.as_ref();
     let meta_key = match meta.and_then(|m| m.key) {
         None => None,
@@ -343,6 +367,18 @@ fn prepare_read<'t>(
             Some(k) => Some(k),
             None => return Err(RpcError::invalid_params(format!("_meta[\"{META_KEY}\"] must be a string"))),
         },
+    };
+    let meta_key = match (meta_key, argument_key) {
+        (Some(m), Some(a)) if *m != a => {
+            refused.get_or_insert_with(|| {
+                RpcError::invalid_params(format!(
+                    "invalid idempotency key: _meta[\"{META_KEY}\"] and arguments.idempotency_key differ"
+                ))
+            });
+            Some(m)
+        }
+        (Some(m), _) => Some(m),
+        (None, a) => a.map(std::borrow::Cow::Owned),
     };
     let key = match meta_key {
         None => session.key_header.clone(),
@@ -353,7 +389,8 @@ fn prepare_read<'t>(
         }
         Some(k) => Some(Arc::from(&*k)),
     };
-    let force_retry = meta.and_then(|m| m.force_retry).is_some_and(|f| f.get().trim() == "true");
+    let force_retry =
+        argument_force || meta.and_then(|m| m.force_retry).is_some_and(|f| f.get().trim() == "true");
     let token = meta
         .and_then(|m| m.progress_token)
         .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
@@ -361,8 +398,13 @@ fn prepare_read<'t>(
     // A call that may become a task (and has someone to tell) gets a place for its task id.
     let related = (outbox.is_some() && (token.is_some() || session.log_level.is_some()))
         .then(crate::notify::RelatedTask::default);
-    let progress =
-        crate::notify::progress(outbox, token, session.log_level.as_deref(), &name, related.clone());
+    let progress = crate::notify::progress(
+        outbox,
+        token,
+        session.log_level.as_deref(),
+        &tool.tool().name,
+        related.clone(),
+    );
     // A string that is not a valid `traceparent` is ignored, like a malformed header.
     let text = |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok());
     let trace = match meta.and_then(|m| text(m.traceparent)) {
@@ -380,7 +422,8 @@ fn prepare_read<'t>(
         subject: session.subject.clone(),
         ..RequestMeta::of_tenant(session.tenant.clone())
     };
-    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related })
+    let name = tool.tool().method.clone();
+    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related, refused })
 }
 
 /// A tool result: the method's result as one text item and as `structuredContent` (itself

@@ -44,6 +44,9 @@ pub struct Set {
     /// (the earlier source keeps a name two of them export).
     by_source: BTreeMap<String, Offer>,
     by_name: HashMap<String, Arc<ExternalTool>>,
+    /// The same tools by their methods' names (the prefixed upstream name), which a call may
+    /// still use for one release, and which a task's event names.
+    by_method: HashMap<String, Arc<ExternalTool>>,
     pub(crate) list: Vec<Arc<ExternalTool>>,
     /// The tools withheld now, by source: (exported name, the source that has it).
     withheld: BTreeMap<String, Vec<(String, String)>>,
@@ -123,6 +126,7 @@ impl External {
             .cloned()
             .collect();
         let by_name = list.iter().map(|t| (t.tool.name.clone(), t.clone())).collect();
+        let by_method = list.iter().map(|t| (t.tool.method.clone(), t.clone())).collect();
         if let Some(clashes) = withheld.get(source) {
             for (tool, first) in clashes {
                 tracing::warn!(
@@ -134,7 +138,7 @@ impl External {
                 );
             }
         }
-        *guard = Arc::new(Set { by_source, by_name, list, withheld, next });
+        *guard = Arc::new(Set { by_source, by_name, by_method, list, withheld, next });
     }
 
     /// The tools of `source` withheld now: (exported name, the source that offers it).
@@ -142,9 +146,11 @@ impl External {
         self.snapshot().withheld.get(source).cloned().unwrap_or_default()
     }
 
-    /// The tool called `name`, if a source offers it now.
+    /// The tool called `name` (or whose method is: the name before model-safe names), if a
+    /// source offers it now.
     pub fn get(&self, name: &str) -> Option<Arc<ExternalTool>> {
-        self.snapshot().by_name.get(name).cloned()
+        let set = self.snapshot();
+        set.by_name.get(name).or_else(|| set.by_method.get(name)).cloned()
     }
 
     /// The tools offered now (see [`Set::tools`]).

@@ -16,10 +16,11 @@
 //!   `logging/setLevel`, `tools/list` (paginated) and `tools/call` (in `2025-11-25` also as a
 //!   task, with `tasks/get|result|list|cancel`: [`tasks::session`]); notifications are never
 //!   answered. Batches only where the negotiated revision has them (`2025-03-26`).
-//! * **Tools** ([`tools`]): every method that takes an id, by its name, with its description,
-//!   its params schema as `inputSchema` (plus an `idempotency_key` property for commands, whose
-//!   description tells a model to reuse the key when it retries), and annotations from its
-//!   kind.
+//! * **Tools** ([`tools`]): every method that takes an id, by a name model APIs accept
+//!   ([`names`]: `counter.increment` → `counter_increment`, the method's own name in `title` and
+//!   `_meta`), with its description, an `inputSchema` listing every argument ([`schema`]; plus
+//!   `idempotency_key` and `force_retry` properties for commands, whose descriptions tell a
+//!   model to reuse the key when it retries), and annotations from its kind.
 //! * **Calls** ([`call`]): the key comes from `_meta["io.oncerpc/idempotency-key"]`, else
 //!   `arguments.idempotency_key`, else the method's own key rule; the result carries the key,
 //!   `new|duplicate` and the correlation id in `_meta`; a duplicate gets the stored result, byte
@@ -50,12 +51,15 @@
 //! # });
 //! ```
 
+mod arguments;
 pub mod call;
 mod cancel;
 pub mod discover;
 pub mod external;
 mod metrics;
+pub mod names;
 pub mod notify;
+pub mod schema;
 pub mod session;
 pub mod sessions;
 pub mod stateless;
@@ -72,6 +76,7 @@ use serde_json::{Value, json};
 
 pub use external::{External, ExternalTool};
 pub use metrics::McpMetrics;
+pub use names::{ToolNameError, ToolNames};
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use sessions::Sessions;
@@ -181,11 +186,31 @@ impl McpServer {
     /// A server that also offers `external`'s tools (other MCP servers', SPEC §16b). The
     /// dispatcher finds them by name for their events (tasks; resumed after a crash once the
     /// tool is offered again).
+    ///
+    /// Tools have model-safe names ([`names`]); a registry whose names clash that way keeps
+    /// its methods' own names, logged as an error ([`with_names`](Self::with_names) refuses it).
     pub fn with_external(dispatcher: Arc<Dispatcher>, external: External) -> McpServer {
+        let production = dispatcher.config().idempotency.mode == oncerpc_core::Mode::Production;
+        let tools = Tools::from_registry_in(dispatcher.registry(), production);
+        McpServer::of_tools(dispatcher, tools, external)
+    }
+
+    /// [`with_external`](Self::with_external), its tools named as `names` says: two methods
+    /// with one tool name, or a name too long for model APIs, is the error.
+    pub fn with_names(
+        dispatcher: Arc<Dispatcher>,
+        external: External,
+        names: ToolNames,
+    ) -> Result<McpServer, ToolNameError> {
+        let production = dispatcher.config().idempotency.mode == oncerpc_core::Mode::Production;
+        let tools = Tools::build(dispatcher.registry(), production, names)?;
+        Ok(McpServer::of_tools(dispatcher, tools, external))
+    }
+
+    fn of_tools(dispatcher: Arc<Dispatcher>, tools: Tools, external: External) -> McpServer {
         let found = external.clone();
         dispatcher.resolve_external(Arc::new(move |name| found.get(name).map(|t| t.method.clone())));
-        let production = dispatcher.config().idempotency.mode == oncerpc_core::Mode::Production;
-        let tools = Tools::from_registry_in(dispatcher.registry(), production).with_external(external);
+        let tools = tools.with_external(external);
         McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
     }
 

@@ -2,8 +2,11 @@
 //!
 //! A tool is a method that takes an id: `rpc.*`, methods that accept notifications (the
 //! fire-and-forget ones) and webhook methods (served only with a verified signature) are not
-//! tools. Its `inputSchema` is the params schema (`{"type":"object"}` without one: MCP
-//! arguments are always an object), and a command's gains an `idempotency_key` property.
+//! tools, nor a method whose params are positional only and that has no object form
+//! ([`crate::schema`]; logged). Its name is model-safe by default ([`crate::names`]: the method
+//! `counter.increment` is the tool `counter_increment`, the method's own name in `title` and in
+//! `_meta["io.oncerpc/method"]`). Its `inputSchema` lists every argument the method takes
+//! ([`crate::schema`]), and a command's gains `idempotency_key` and `force_retry` properties.
 //! Annotations follow the kind: a query is `readOnlyHint`, a command is not read-only but is
 //! `idempotentHint` (it is, here: a retry with the same key runs nothing again). The method's
 //! [`ToolOptions`](oncerpc_core::ToolOptions) hide it (`mcp = false`) or add a `title`,
@@ -14,6 +17,7 @@ use std::collections::HashMap;
 use oncerpc_core::{Grant, Kind, MethodSpec, Registry};
 
 use crate::external::External;
+use crate::names::{META_METHOD, ToolNameError, ToolNames};
 use oncerpc_protocol::RpcError;
 use serde_json::{Value, json};
 
@@ -54,6 +58,10 @@ pub fn add_key_properties(schema: &mut Value) {
 #[derive(Debug, Clone)]
 pub struct Tool {
     pub name: String,
+    /// The method a call runs (its own name; the tool's name may differ, [`crate::names`]).
+    pub method: String,
+    /// The argument holding the method's positional params ([`crate::schema`]), if any.
+    pub array_argument: Option<String>,
     pub kind: Kind,
     pub json: Value,
     /// `tasks = "required"`: it runs only as a task ([`crate::tasks`]).
@@ -85,16 +93,24 @@ impl Tools {
 
     /// [`from_registry`](Self::from_registry) for a server in `production` mode, where a
     /// command's call without a key is refused: its `idempotency_key` is `required` in the
-    /// schema (unless the method derives its key from the call).
+    /// schema (unless the method derives its key from the call). Tools have model-safe names;
+    /// a registry whose names clash that way ([`Tools::check_names`]) keeps its methods' own
+    /// names, logged as an error.
     pub fn from_registry_in(registry: &Registry, production: bool) -> Tools {
+        Tools::build(registry, production, ToolNames::ModelSafe).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "MCP tools named by their methods' own names");
+            Tools::build(registry, production, ToolNames::Method).unwrap_or_default()
+        })
+    }
+
+    /// The tools of `registry`, named as `names` says; a clash or a name too long is the error.
+    pub fn build(registry: &Registry, production: bool, names: ToolNames) -> Result<Tools, ToolNameError> {
+        let listed = listed(registry, true);
+        let tool_names = names.assign(listed.iter().map(|(m, _, _)| *m))?;
         let mut tools = Tools::default();
-        for name in registry.names() {
-            let Some(spec) = registry.spec(name) else { continue };
-            if name.starts_with("rpc.") || spec.notification_allowed || spec.signed || spec.tool.hidden {
-                continue;
-            }
-            tools.by_name.insert(name.to_owned(), tools.list.len());
-            let json = tool_json(name, spec, production);
+        for ((method, spec, derived), name) in listed.into_iter().zip(tool_names) {
+            tools.by_name.insert(name.clone(), tools.list.len());
+            let json = tool_json(&name, method, spec, derived.schema, production);
             let task_required = spec.tool.task_required && spec.kind == Kind::Command;
             let support = match (spec.kind, task_required) {
                 (Kind::Query, _) => "forbidden",
@@ -102,7 +118,9 @@ impl Tools {
                 (Kind::Command, true) => "required",
             };
             tools.list.push(Tool {
-                name: name.to_owned(),
+                name,
+                method: method.to_owned(),
+                array_argument: derived.array_argument,
                 kind: spec.kind,
                 header_params: header_params(&json["inputSchema"]),
                 json,
@@ -111,7 +129,25 @@ impl Tools {
                 scopes: spec.scopes.clone(),
             });
         }
-        tools
+        // A call may name a tool by its method's own name too (for one release): never in
+        // another tool's place (a method name with a character a tool name has not is no
+        // tool's name).
+        for (i, tool) in tools.list.iter().enumerate() {
+            tools.by_name.entry(tool.method.clone()).or_insert(i);
+        }
+        Ok(tools)
+    }
+
+    /// Whether `registry`'s tools can be named as `names` says: the first clash (naming both
+    /// methods) or name too long.
+    pub fn check_names(registry: &Registry, names: ToolNames) -> Result<(), ToolNameError> {
+        names.assign(listed(registry, false).iter().map(|(m, _, _)| *m)).map(drop)
+    }
+
+    /// The names of `registry`'s tools (named as `names` says, clashes aside): where another
+    /// server's tools cannot go.
+    pub fn names_of(registry: &Registry, names: ToolNames) -> Vec<String> {
+        listed(registry, false).iter().filter_map(|(m, _, _)| names.tool_name(m).ok()).collect()
     }
 
     /// Offer `external`'s tools too (after the registry's).
@@ -193,14 +229,27 @@ impl Tools {
     }
 }
 
-fn tool_json(name: &str, spec: &MethodSpec, production: bool) -> Value {
-    let mut schema = match &spec.params_schema {
-        Some(s @ Value::Object(o)) if o.get("type").is_none_or(|t| t == "object") => s.clone(),
-        _ => json!({ "type": "object" }),
-    };
-    if schema.get("type").is_none() {
-        schema["type"] = json!("object");
+/// The registry's methods that are tools, in name order, with their `inputSchema`s. A method
+/// with no object form is left out (logged with the reason when `log`).
+fn listed(registry: &Registry, log: bool) -> Vec<(&str, &MethodSpec, crate::schema::Derived)> {
+    let mut out = Vec::new();
+    for name in registry.names() {
+        let Some(spec) = registry.spec(name) else { continue };
+        if name.starts_with("rpc.") || spec.notification_allowed || spec.signed || spec.tool.hidden {
+            continue;
+        }
+        match crate::schema::input_schema(spec.params_schema.as_ref(), spec.tool.array_argument.as_deref()) {
+            Ok(derived) => out.push((name, spec, derived)),
+            Err(e) if log => {
+                tracing::warn!(method = %oncerpc_core::LogSafe(name), reason = %e, "not an MCP tool")
+            }
+            Err(_) => {}
+        }
     }
+    out
+}
+
+fn tool_json(name: &str, method: &str, spec: &MethodSpec, mut schema: Value, production: bool) -> Value {
     let mut annotations = match spec.kind {
         Kind::Query => json!({ "readOnlyHint": true }),
         Kind::Command => {
@@ -228,9 +277,17 @@ fn tool_json(name: &str, spec: &MethodSpec, production: bool) -> Value {
     if let Some(t) = &options.title {
         annotations["title"] = json!(t);
     }
-    let mut tool = json!({ "name": name, "inputSchema": schema, "annotations": annotations });
-    if let Some(t) = &options.title {
-        tool["title"] = json!(t);
+    let mut tool = json!({
+        "name": name,
+        "inputSchema": schema,
+        "annotations": annotations,
+        "_meta": { META_METHOD: method },
+    });
+    // The method's own name where the tool's is not it, for people (hosts show `title`).
+    match &options.title {
+        Some(t) => tool["title"] = json!(t),
+        None if name != method => tool["title"] = json!(method),
+        None => {}
     }
     if let Some(d) = &spec.description {
         tool["description"] = json!(d);
@@ -298,7 +355,7 @@ mod tests {
         assert!(told.contains("SAME key"), "the model is told to reuse the key: {told}");
         assert_eq!(pay["annotations"], json!({ "readOnlyHint": false, "idempotentHint": true }));
         let balance = &tools.get("balance").unwrap().json;
-        assert_eq!(balance["inputSchema"], json!({ "type": "object" }));
+        assert_eq!(balance["inputSchema"], json!({ "type": "object", "properties": {} }));
         assert_eq!(balance["annotations"], json!({ "readOnlyHint": true }));
     }
 
@@ -350,6 +407,61 @@ mod tests {
         assert_eq!(refund["outputSchema"]["required"], json!(["refunded"]));
         let look = &tools.get("look").unwrap().json;
         assert_eq!(look["annotations"], json!({ "readOnlyHint": true }), "a query destroys nothing");
+    }
+
+    /// `q.000` is the tool `q_000`, its method in `title` and `_meta`; a call may name it either
+    /// way; a configured title stays; `[mcp] tool_names = "method"` keeps the dots.
+    #[test]
+    fn tools_have_model_safe_names_and_keep_their_methods_name() {
+        let tools = Tools::from_registry(&registry());
+        let q = tools.get("q_000").expect("the model-safe name");
+        assert_eq!((q.name.as_str(), q.method.as_str()), ("q_000", "q.000"));
+        assert_eq!(q.json["name"], "q_000");
+        assert_eq!(q.json["title"], "q.000");
+        assert_eq!(q.json["_meta"], json!({ "io.oncerpc/method": "q.000" }));
+        assert_eq!(
+            tools.get("q.000").map(|t| &t.name),
+            Some(&q.name),
+            "the method's own name, for one release"
+        );
+        let pay = &tools.get("pay").unwrap().json;
+        assert!(pay.get("title").is_none(), "a name that is its method's needs no title: {pay}");
+        let methods = Tools::build(&registry(), false, ToolNames::Method).unwrap();
+        assert_eq!(methods.get("q.000").unwrap().json["name"], "q.000");
+        assert!(methods.get("q_000").is_none());
+    }
+
+    #[test]
+    fn two_methods_of_one_tool_name_are_refused_naming_both() {
+        let mut r = registry();
+        let h = typed(|_c: Context, _p: Value| async { Ok::<_, RpcError>(1) });
+        r.register("q_000", MethodSpec::query(), h).unwrap();
+        let e = Tools::build(&r, false, ToolNames::ModelSafe).unwrap_err();
+        assert_eq!(
+            e,
+            ToolNameError::Clash { name: "q_000".into(), first: "q.000".into(), second: "q_000".into() }
+        );
+        assert_eq!(Tools::check_names(&r, ToolNames::ModelSafe), Err(e));
+        assert!(Tools::check_names(&r, ToolNames::Method).is_ok());
+        // Served anyway (an embedder's registry): by the methods' own names, logged.
+        assert!(Tools::from_registry(&r).get("q.000").is_some_and(|t| t.name == "q.000"));
+    }
+
+    /// Positional params are one array argument; a method with no object form is no tool.
+    #[test]
+    fn positional_methods_take_an_array_argument_or_are_left_out() {
+        let mut r = Registry::new();
+        let h = || typed(|_c: Context, _p: Value| async { Ok::<_, RpcError>(1) });
+        let array = json!({ "type": "array", "items": { "type": "number" } });
+        let mut sum = MethodSpec::query().params_schema(array.clone());
+        sum.tool.array_argument = Some("values".into());
+        r.register("sum", sum, h()).unwrap();
+        r.register("mean", MethodSpec::query().params_schema(array), h()).unwrap();
+        let tools = Tools::from_registry(&r);
+        let sum = tools.get("sum").unwrap();
+        assert_eq!(sum.array_argument.as_deref(), Some("values"));
+        assert_eq!(sum.json["inputSchema"]["required"], json!(["values"]));
+        assert!(tools.get("mean").is_none(), "positional only, no object form: not a tool");
     }
 
     #[test]

@@ -309,30 +309,30 @@ async fn derive_key_makes_an_identical_keyless_call_within_the_window_a_duplicat
     let w = oncerpc_core::store::now_ms() / window_ms + 1;
     until_window(w, window_ms).await;
     let first =
-        send(&s, &mut session, call(1, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+        send(&s, &mut session, call(1, "email_send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
     assert_eq!(status(&first), "new", "no key needed even in production: {first}");
     // The same arguments in another order and spelling: the same call.
     let again =
-        send(&s, &mut session, call(2, "email.send", json!({"n":1.0,"to":"a@x.io"}), None)).await.unwrap();
+        send(&s, &mut session, call(2, "email_send", json!({"n":1.0,"to":"a@x.io"}), None)).await.unwrap();
     assert_eq!((status(&again), key(&again)), ("duplicate".into(), key(&first)));
     let other =
-        send(&s, &mut session, call(3, "email.send", json!({"to":"b@x.io","n":1}), None)).await.unwrap();
+        send(&s, &mut session, call(3, "email_send", json!({"to":"b@x.io","n":1}), None)).await.unwrap();
     assert_eq!(status(&other), "new");
     // The next window still finds the first call.
     until_window(w + 1, window_ms).await;
     let next =
-        send(&s, &mut session, call(4, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+        send(&s, &mut session, call(4, "email_send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
     assert_eq!((status(&next), key(&next)), ("duplicate".into(), key(&first)));
     // Two windows on, it is a new call; a key the client gives wins over the derived one.
     until_window(w + 2, window_ms).await;
     let later =
-        send(&s, &mut session, call(5, "email.send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
+        send(&s, &mut session, call(5, "email_send", json!({"to":"a@x.io","n":1}), None)).await.unwrap();
     assert_eq!(status(&later), "new");
     assert_ne!(key(&later), key(&first));
     let keyed = send(
         &s,
         &mut session,
-        call(6, "email.send", json!({"to":"a@x.io","n":1,"idempotency_key":"mine-1"}), None),
+        call(6, "email_send", json!({"to":"a@x.io","n":1,"idempotency_key":"mine-1"}), None),
     )
     .await
     .unwrap();
@@ -365,4 +365,47 @@ async fn over_stdio_a_cancellation_read_while_its_query_runs_stops_it() {
     assert_eq!(ids, [&json!(0), &json!(6)], "the cancelled query gets no answer: {out:#?}");
     assert_eq!(out[1]["result"]["structuredContent"], json!({"result": 3}));
     assert!(started.elapsed() < std::time::Duration::from_secs(20), "the query did not run to its end");
+}
+
+/// A command whose params are positional: its tool takes them as one array argument, the key
+/// beside it, and a retry with that key runs nothing again; the key in `_meta` too must agree.
+#[tokio::test]
+async fn a_positional_command_takes_its_params_as_one_argument_and_runs_once_per_key() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let mut registry = Registry::new();
+    let mut push =
+        MethodSpec::command().params_schema(json!({ "type": "array", "items": { "type": "integer" } }));
+    push.tool.array_argument = Some("items".into());
+    let handler = typed(move |_c: Context, p: Vec<i64>| {
+        let n = r.fetch_add(1, Ordering::SeqCst) + 1;
+        async move { Ok::<_, RpcError>(json!({ "pushed": p, "run": n })) }
+    });
+    registry.register("queue.push", push, handler).unwrap();
+    let d = Arc::new(Dispatcher::with_store(
+        registry,
+        DispatcherConfig::default(),
+        Arc::new(MemoryStore::default()),
+    ));
+    let s = McpServer::new(d);
+    let mut session = initialized(&s, "2025-06-18").await;
+    let list = send(&s, &mut session, json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})).await.unwrap();
+    let tool = &list["result"]["tools"][0];
+    assert_eq!((&tool["name"], &tool["title"]), (&json!("queue_push"), &json!("queue.push")));
+    assert_eq!(tool["inputSchema"]["properties"]["items"]["items"]["type"], "integer", "{tool}");
+    let args = json!({ "items": [1, 2], "idempotency_key": "push-1" });
+    let first = send(&s, &mut session, call(2, "queue_push", args.clone(), None)).await.unwrap();
+    assert_eq!(first["result"]["structuredContent"], json!({ "pushed": [1, 2], "run": 1 }), "{first}");
+    let again = send(&s, &mut session, call(3, "queue_push", args.clone(), None)).await.unwrap();
+    assert_eq!(again["result"]["_meta"]["io.oncerpc/idempotency-status"], "duplicate", "{again}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    let differ = json!({ "io.oncerpc/idempotency-key": "push-2" });
+    let refused = send(&s, &mut session, call(4, "queue_push", args, Some(differ))).await.unwrap();
+    assert_eq!(refused["result"]["isError"], true, "an error result the model reads: {refused}");
+    let told = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(told.contains("arguments.idempotency_key differ"), "{told}");
+    let wrong = send(&s, &mut session, call(5, "queue_push", json!({ "values": [1] }), None)).await.unwrap();
+    let told = wrong["result"]["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{wrong}"));
+    assert_eq!(told, "invalid arguments: values is not an argument of this tool: it takes items (an array)");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
 }

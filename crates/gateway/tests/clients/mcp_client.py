@@ -4,7 +4,7 @@ Usage: mcp_client.py stdio ONCERPC_BINARY CONFIG KEY
        mcp_client.py http URL API_KEY KEY
 Over stdio it starts `oncerpc mcp` as a desktop host would; over HTTP it connects to `/mcp`
 (Streamable HTTP, the API key as a Bearer token). Either way it lists the tools, calls the
-`orders.create` command twice with the same key and once with the same key but other
+`orders_create` tool (the `orders.create` command) twice with the same key and once with the same key but other
 arguments, calls the `subtract` query, and prints one JSON object with what it saw (the Rust test asserts on it and on the upstream's
 count of calls).
 """
@@ -32,11 +32,11 @@ async def drive(read, write, key):
     async with ClientSession(read, write) as session:
         init = await session.initialize()
         tools = await session.list_tools()
-        create = next(t for t in tools.tools if t.name == "orders.create")
+        create = next(t for t in tools.tools if t.name == "orders_create")
         args = {"sku": "A-1", "idempotency_key": key}
-        first = await session.call_tool("orders.create", args)
-        again = await session.call_tool("orders.create", args)
-        other = await session.call_tool("orders.create", {"sku": "B-2", "idempotency_key": key})
+        first = await session.call_tool("orders_create", args)
+        again = await session.call_tool("orders_create", args)
+        other = await session.call_tool("orders_create", {"sku": "B-2", "idempotency_key": key})
         query = await session.call_tool("subtract", {"minuend": 7, "subtrahend": 2})
         print(json.dumps({
             "protocol": init.protocolVersion,

@@ -3,7 +3,7 @@
 //
 // Usage: node mcp_client_2026.mjs URL_A URL_B API_KEY KEY   (NODE_PATH: the node_modules holding it)
 // Connects one client to each URL (two replicas, or the same URL twice), lists the tools on A,
-// calls the `orders.create` command on A, retries it with the same key on B, calls it with the
+// calls the `orders_create` tool on A, retries it with the same key on B, calls it with the
 // same key but other arguments on A, calls the `subtract` query on B, and prints one JSON
 // object with what it saw (the Rust test asserts on it and on the upstream's count of calls).
 import { createRequire } from "node:module";
@@ -37,9 +37,9 @@ const a = await connect(urlA, { pin: "2026-07-28" });
 const b = await connect(urlB, "auto");
 const tools = await a.listTools();
 const args = { sku: "A-1", idempotency_key: key };
-const first = await a.callTool({ name: "orders.create", arguments: args });
-const again = await b.callTool({ name: "orders.create", arguments: args });
-const other = await a.callTool({ name: "orders.create", arguments: { sku: "B-2", idempotency_key: key } });
+const first = await a.callTool({ name: "orders_create", arguments: args });
+const again = await b.callTool({ name: "orders_create", arguments: args });
+const other = await a.callTool({ name: "orders_create", arguments: { sku: "B-2", idempotency_key: key } });
 const query = await b.callTool({ name: "subtract", arguments: { minuend: 7, subtrahend: 2 } });
 const discover = a.getDiscoverResult();
 console.log(JSON.stringify({

@@ -6,7 +6,7 @@
 //
 // Usage: node mcp_oauth_client.mjs URL ISSUER CLIENT_ID CLIENT_SECRET SCOPE KEY
 //        (NODE_PATH: the node_modules holding the SDK)
-// Lists the tools, calls `orders.create` twice with the same key, and prints one JSON object
+// Lists the tools, calls `orders_create` twice with the same key, and prints one JSON object
 // with what it saw.
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -24,8 +24,8 @@ await client.connect(transport);
 const tools = (await client.listTools()).tools.map((t) => t.name).sort();
 const args = { sku: "O-1", idempotency_key: key };
 const status = (r) => r._meta?.["io.oncerpc/idempotency-status"];
-const first = await client.callTool({ name: "orders.create", arguments: args });
-const again = await client.callTool({ name: "orders.create", arguments: args });
+const first = await client.callTool({ name: "orders_create", arguments: args });
+const again = await client.callTool({ name: "orders_create", arguments: args });
 const token = authProvider.tokens()?.access_token ?? "";
 console.log(JSON.stringify({
   tools,

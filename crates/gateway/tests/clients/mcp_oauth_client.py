@@ -42,8 +42,8 @@ async def main(url, client_id, secret, scope, key):
             await session.initialize()
             tools = sorted(t.name for t in (await session.list_tools()).tools)
             args = {"sku": "P-1", "idempotency_key": key}
-            first = await session.call_tool("orders.create", args)
-            again = await session.call_tool("orders.create", args)
+            first = await session.call_tool("orders_create", args)
+            again = await session.call_tool("orders_create", args)
     status = lambda r: (r.meta or {}).get("io.oncerpc/idempotency-status")
     print(json.dumps({
         "tools": tools,

@@ -2,7 +2,7 @@
 // MCP door over Streamable HTTP.
 //
 // Usage: node mcp_ts_client.mjs URL API_KEY KEY   (NODE_PATH: the node_modules holding the SDK)
-// Lists the tools, calls the `orders.create` command twice with the same key and once with the
+// Lists the tools, calls the `orders_create` tool twice with the same key and once with the
 // same key but other arguments, calls the `subtract` query, and prints one JSON object with
 // what it saw (the Rust test asserts on it and on the upstream's count of calls).
 import { createRequire } from "node:module";
@@ -29,9 +29,9 @@ const summary = (r) => ({
 
 const tools = await client.listTools();
 const args = { sku: "A-1", idempotency_key: key };
-const first = await client.callTool({ name: "orders.create", arguments: args });
-const again = await client.callTool({ name: "orders.create", arguments: args });
-const other = await client.callTool({ name: "orders.create", arguments: { sku: "B-2", idempotency_key: key } });
+const first = await client.callTool({ name: "orders_create", arguments: args });
+const again = await client.callTool({ name: "orders_create", arguments: args });
+const other = await client.callTool({ name: "orders_create", arguments: { sku: "B-2", idempotency_key: key } });
 const query = await client.callTool({ name: "subtract", arguments: { minuend: 7, subtrahend: 2 } });
 console.log(JSON.stringify({
   protocol: transport.protocolVersion ?? null,

@@ -10,6 +10,7 @@ pub mod pki;
 pub mod process;
 pub mod proxy;
 pub mod tasks;
+pub mod tool_schemas;
 pub mod upstream;
 
 use std::net::SocketAddr;

@@ -131,6 +131,10 @@ pub(crate) enum Started {
 
 /// Submit a prepared `tools/call` as an event (both eras' task creation).
 pub(crate) async fn start(dispatcher: &Arc<Dispatcher>, prepared: call::Prepared<'_>) -> Started {
+    if let Some(e) = &prepared.refused {
+        let cid = prepared.meta.correlation_id.as_deref().unwrap_or("");
+        return Started::Refused(call::tool_result(&Outcome::Error(e.clone()), None, cid));
+    }
     let submitted = dispatcher.submit(&prepared.name, Some(&prepared.arguments), &prepared.meta, Vec::new());
     match submitted.await {
         Ok(sub) => {
