@@ -79,6 +79,14 @@ fn nodes() -> Vec<Node> {
         .collect()
 }
 
+/// Whether `slots` (`0-5460,6000`) holds `slot`.
+fn serves(slots: &str, slot: u16) -> bool {
+    slots.split(',').filter(|r| !r.is_empty()).any(|r| match r.split_once('-') {
+        Some((a, b)) => (a.parse().unwrap_or(u16::MAX)..=b.parse().unwrap_or(0)).contains(&slot),
+        None => r.parse() == Ok(slot),
+    })
+}
+
 fn pid_of(port: u16) -> i32 {
     let info = redis_cli(port, &["info", "server"]);
     info.lines().find_map(|l| l.strip_prefix("process_id:")).expect("process_id").trim().parse().unwrap()
@@ -422,16 +430,16 @@ async fn redis_moved_slot_is_followed() {
     let (_, idem, first) = post(&client, base, &call_body(&method, &key)).await;
     assert_eq!(idem.as_deref(), Some("new"), "{first}");
 
-    // The record's slot, its owner, and another primary to move it to.
-    let primaries: Vec<Node> = nodes().into_iter().filter(|n| n.primary.is_none()).collect();
-    let (owner, record) = primaries
+    // The record's slot, the primary that serves it, and another primary to move it to.
+    let all = nodes();
+    let record = all
         .iter()
-        .find_map(|n| {
-            let keys = redis_cli(n.port, &["--raw", "keys", &format!("{prefix}:*:r:*")]);
-            keys.lines().next().map(|k| (n.clone(), k.to_owned()))
-        })
+        .find_map(|n| redis_cli(n.port, &["--raw", "keys", &format!("{prefix}:*:r:*")]).lines().next().map(str::to_owned))
         .expect("the record");
-    let slot = redis_cli(owner.port, &["cluster", "keyslot", &record]).trim().to_owned();
+    let slot = redis_cli(all[0].port, &["cluster", "keyslot", &record]).trim().to_owned();
+    let n: u16 = slot.parse().expect("a slot");
+    let primaries: Vec<Node> = all.into_iter().filter(|n| n.primary.is_none()).collect();
+    let owner = primaries.iter().find(|p| serves(&p.slots, n)).expect("the slot's primary").clone();
     let target = primaries.iter().find(|n| n.id != owner.id).unwrap();
     redis_cli(target.port, &["cluster", "setslot", &slot, "importing", &owner.id]);
     redis_cli(owner.port, &["cluster", "setslot", &slot, "migrating", &target.id]);

@@ -59,8 +59,8 @@ async fn namespacing_cannot_be_fooled_by_separators_in_names() {
     }
 }
 
-/// `wait_replicas = 1` against a server without replicas: the claim is refused with a
-/// `StoreError` naming the replicas; without `WAIT` the same claim works.
+/// `wait_replicas = 1` against a server without replicas: the claim is `Unconfirmed`, naming
+/// the replicas; a completion is refused; without `WAIT` the same calls work.
 #[tokio::test]
 async fn wait_replicas_without_replicas_fails_closed() {
     let Some(url) = url() else { return };
@@ -68,11 +68,18 @@ async fn wait_replicas_without_replicas_fails_closed() {
     let waiting = RedisStore::connect_with(&url, opts.clone()).await.expect("connect");
     let key = oncerpc_core::testkit::fresh_key("m", "wait");
     let started = std::time::Instant::now();
-    let e = waiting.claim(claim_req(&key)).await.expect_err("no replica can acknowledge the claim");
-    assert!(e.to_string().contains("written to 0 of 1 replicas"), "{e}");
+    // Written but not confirmed: the caller must give it back (the gateway does, at once).
+    let token = match waiting.claim(claim_req(&key)).await.expect("a claim") {
+        Claim::Unconfirmed { token, error, .. } => {
+            assert!(error.contains("written to 0 of 1 replicas"), "{error}");
+            token
+        }
+        c => panic!("no replica can acknowledge the claim: {c:?}"),
+    };
     assert!(started.elapsed() >= Duration::from_millis(900), "WAIT waited for the replicas");
     // A claim that did not write is not waited for.
     assert!(matches!(waiting.claim(claim_req(&key)).await.unwrap(), Claim::InProgress { .. }));
+    assert!(waiting.release(&key, token).await.unwrap(), "given back");
     // A completion that lands is waited for too.
     let plain =
         RedisStore::connect_with(&url, RedisOptions { wait_replicas: 0, ..opts }).await.expect("connect");

@@ -150,8 +150,10 @@ async fn wait_reaches_the_records_primary() {
     };
     let before = waits().await;
     let key = oncerpc_core::testkit::fresh_key("m", "wait");
-    let e = store.claim(claim_req(&key)).await.expect_err("no replica acknowledges");
-    assert!(e.to_string().contains("written to 0 of 1 replicas"), "{e}");
+    match store.claim(claim_req(&key)).await.expect("a claim") {
+        Claim::Unconfirmed { error, .. } => assert!(error.contains("written to 0 of 1 replicas"), "{error}"),
+        c => panic!("no replica acknowledges: {c:?}"),
+    }
     let after = waits().await;
     let waited: Vec<&String> = after.keys().filter(|a| after[*a] > before[*a]).collect();
     assert_eq!(waited.len(), 1, "WAIT ran on one primary: {before:?} → {after:?}");
