@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::method::BoxFuture;
+use crate::future::BoxFuture;
 use crate::store::{
     Claim, ClaimRequest, Event, EventFilter, Health, PendingPage, Record, RecordKey, Store, StoreError,
     StoredOutcome, now_ms,

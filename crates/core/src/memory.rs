@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use foldhash::fast::RandomState;
 
-use crate::method::BoxFuture;
+use crate::future::BoxFuture;
 use crate::store::{
     Claim, ClaimRequest, Event, EventStatus, Record, RecordKey, Release, Store, StoreError, StoredOutcome,
     decide, decide_complete, decide_release, decide_renew, decide_step, now_ms, parse_pending_cursor,

@@ -1,7 +1,6 @@
 //! Methods: what a handler is, what it is told (its [`Context`]), and how it is described.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,8 +8,7 @@ use oncerpc_protocol::{RawValue, RpcError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// A boxed, sendable future.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// What a handler returns: a serialised result or an error object.
 pub type HandlerResult = Result<Box<RawValue>, RpcError>;

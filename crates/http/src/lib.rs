@@ -66,6 +66,7 @@ mod health;
 mod mcp;
 mod meta;
 mod ops;
+mod peer;
 mod resource;
 mod rpc;
 mod serve;
@@ -89,7 +90,7 @@ use oncerpc_core::{Dispatcher, generated_id};
 use oncerpc_protocol::{ErrorCode, RpcError};
 use tokio::sync::Semaphore;
 
-pub use auth::introspect::Introspection;
+pub use auth::tokens::Introspection;
 pub use auth::tokens::{self, IssuerSpec, Issuers, TenantFrom};
 pub use auth::{Caller, TenantLimits, Tenants};
 pub(crate) use auth::{challenge_of, insufficient_scope};

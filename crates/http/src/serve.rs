@@ -42,10 +42,6 @@ impl Default for ServeConfig {
     }
 }
 
-/// The client address of a request, where a route needs it (the console's log-in).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Peer(pub std::net::IpAddr);
-
 /// Requests in progress on one connection and when the last one began or ended.
 struct Activity {
     active: AtomicUsize,
@@ -264,7 +260,7 @@ impl Connection {
             // The console's log-in throttles failures per client address: only that route
             // gets the address (an extension on every request would cost every request).
             if req.uri().path() == crate::console::LOGIN_PATH {
-                req.extensions_mut().insert(Peer(peer.ip()));
+                req.extensions_mut().insert(crate::peer::Peer(peer.ip()));
             }
             let fut = match &rpc {
                 Some(st) if req.method() == hyper::Method::POST && req.uri().path() == "/rpc" => {

@@ -8,7 +8,7 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Outcome, RawValue, Request, RpcErro
 use tracing::Instrument;
 
 use super::handler::run_handler;
-use super::keyed::IdempotencyInfo;
+use super::info::IdempotencyInfo;
 use super::local::BatchLocal;
 use super::observe::access_line;
 use super::prepare::Prepared;

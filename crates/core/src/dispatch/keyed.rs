@@ -9,33 +9,13 @@ use tracing::Instrument;
 
 use super::Dispatcher;
 use super::handler::run_handler;
+use super::info::IdempotencyInfo;
 use super::local::{BatchLocal, Shared};
 use super::memo::KeyFrom;
 use super::prepare::Keyed;
 use crate::execution::{Acquired, Settled, in_progress, lease_for};
 use crate::method::{Context, IdempotencyStatus, Method};
 use crate::store::{AcquireKind, Claim, RecordKey, StoredOutcome};
-
-/// The idempotency key and status of a single command, for response headers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IdempotencyInfo {
-    pub key: Arc<str>,
-    pub status: IdempotencyStatus,
-    /// With `processing`: when to try again (SPEC §3), for HTTP's `Retry-After`.
-    pub retry_after_ms: Option<u64>,
-    /// Where the key came from (SPEC §15), for `X-Idempotency-Key-Source`.
-    pub origin: crate::KeyOrigin,
-}
-
-impl IdempotencyInfo {
-    fn of(key: Arc<str>, origin: crate::KeyOrigin, status: IdempotencyStatus, outcome: &Outcome) -> Self {
-        let retry_after_ms = match status {
-            IdempotencyStatus::Processing => crate::execution::in_progress_hint(outcome),
-            _ => None,
-        };
-        IdempotencyInfo { key, status, retry_after_ms, origin }
-    }
-}
 
 impl Dispatcher {
     pub(super) async fn execute_keyed(

@@ -13,6 +13,7 @@ mod entry;
 mod external;
 mod handler;
 mod ids;
+mod info;
 mod keyed;
 mod local;
 mod memo;
@@ -29,7 +30,7 @@ pub use external::{ExternalMethod, ExternalResolver};
 pub(crate) use handler::run_handler;
 use ids::correlation_id;
 pub use ids::generated_id;
-pub use keyed::IdempotencyInfo;
+pub use info::IdempotencyInfo;
 pub use prepare::RESERVED_PARAMS;
 
 use crate::cache::DoneCache;

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use oncerpc_protocol::{Outcome, RawValue};
 
-use super::keyed::IdempotencyInfo;
+use super::info::IdempotencyInfo;
 use super::local::BatchLocal;
 use super::{Dispatcher, RequestMeta};
 use crate::method::Method;

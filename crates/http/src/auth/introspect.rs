@@ -13,23 +13,6 @@ use serde_json::Value;
 
 use super::tokens::{FETCH_TIMEOUT, Issuers, Refusal, TokenError, Verified};
 
-/// `introspection = { url, client_id, client_secret, cache_secs }` of an issuer.
-#[derive(Clone)]
-pub struct Introspection {
-    pub url: String,
-    pub client_id: String,
-    pub client_secret: String,
-    /// How long an answer is kept at most (the token's `exp` may end it sooner).
-    pub cache: Duration,
-}
-
-impl std::fmt::Debug for Introspection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret.
-        f.debug_struct("Introspection").field("url", &self.url).field("client_id", &self.client_id).finish()
-    }
-}
-
 impl Issuers {
     /// Whether some issuer introspects opaque tokens.
     pub fn introspects(&self) -> bool {

@@ -61,7 +61,7 @@ pub struct IssuerSpec {
     pub scopes_claim: String,
     pub jwks_refresh: Duration,
     /// RFC 7662 introspection for the issuer's opaque tokens ([`super::introspect`]).
-    pub introspection: Option<super::introspect::Introspection>,
+    pub introspection: Option<Introspection>,
 }
 
 /// Why a token is refused: the caller's fault, answered `401`. The label is the `reason` of
@@ -465,6 +465,23 @@ pub fn parse_algorithm(name: &str) -> Result<Algorithm, String> {
             "{name:?} is a shared-secret algorithm: an issuer's tokens must be signed with its private key (RS256, ES256, EdDSA, …)"
         )),
         a => Ok(a),
+    }
+}
+
+/// `introspection = { url, client_id, client_secret, cache_secs }` of an issuer.
+#[derive(Clone)]
+pub struct Introspection {
+    pub url: String,
+    pub client_id: String,
+    pub client_secret: String,
+    /// How long an answer is kept at most (the token's `exp` may end it sooner).
+    pub cache: Duration,
+}
+
+impl std::fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret.
+        f.debug_struct("Introspection").field("url", &self.url).field("client_id", &self.client_id).finish()
     }
 }
 

@@ -141,7 +141,7 @@ fn login_form(st: &AppState, status: StatusCode, error: Option<&str>) -> Respons
 /// again with `401`.
 pub(crate) async fn login(
     State(st): State<Arc<AppState>>,
-    peer: Option<axum::Extension<crate::serve::Peer>>,
+    peer: Option<axum::Extension<crate::peer::Peer>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
