@@ -18,7 +18,6 @@
 //! caller's token is the record's current one, so a slow original owner whose lease was taken
 //! over cannot overwrite the new owner's outcome.
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};

@@ -434,7 +434,12 @@ async fn redis_moved_slot_is_followed() {
     let all = nodes();
     let record = all
         .iter()
-        .find_map(|n| redis_cli(n.port, &["--raw", "keys", &format!("{prefix}:*:r:*")]).lines().next().map(str::to_owned))
+        .find_map(|n| {
+            redis_cli(n.port, &["--raw", "keys", &format!("{prefix}:*:r:*")])
+                .lines()
+                .next()
+                .map(str::to_owned)
+        })
         .expect("the record");
     let slot = redis_cli(all[0].port, &["cluster", "keyslot", &record]).trim().to_owned();
     let n: u16 = slot.parse().expect("a slot");

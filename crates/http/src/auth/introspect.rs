@@ -7,11 +7,11 @@
 //! refused again within that). An endpoint that fails, hangs (5 s) or answers garbage makes the
 //! token `503` `-32011`, never `401`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
-use super::tokens::{FETCH_TIMEOUT, Issuers, Refusal, TokenError, Verified};
+use super::tokens::{FETCH_TIMEOUT, Introspection, Issuers, Refusal, TokenError, Verified};
 
 impl Issuers {
     /// Whether some issuer introspects opaque tokens.
