@@ -510,7 +510,6 @@ impl Config {
             return Err(invalid("limits.default_timeout_ms must be greater than 0"));
         }
         self.mcp.check().map_err(invalid)?;
-        self.console.check().map_err(invalid)?;
         self.telemetry.check().map_err(invalid)?;
         if self.limits.max_in_flight == 0 {
             return Err(invalid("limits.max_in_flight must be at least 1"));
@@ -596,6 +595,7 @@ impl Config {
         }
         let tenant_names: Vec<&str> = self.tenants.iter().map(|t| t.name.as_str()).collect();
         self.auth.check(&tenant_names).map_err(invalid)?;
+        self.console.check(&tenant_names, &self.auth).map_err(invalid)?;
         let mut methods = std::collections::HashSet::new();
         for (i, m) in self.methods.iter().enumerate() {
             if !methods.insert(m.name.as_str()) {

@@ -1,5 +1,6 @@
 //! The `[console]` section: the operator console at `/console` (its pages are
-//! `oncerpc_http::console`).
+//! `oncerpc_http::console`), and `[console.oidc]`, sign-in with the identity provider
+//! (`console_oidc.rs`).
 
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub struct ConsoleSection {
     /// proxy in front terminates TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secure_cookie: Option<bool>,
+    /// Sign-in with the identity provider, beside the API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<crate::console_oidc::ConsoleOidc>,
 }
 
 /// The longest idle time a session may have: a day.
@@ -35,8 +39,12 @@ impl ConsoleSection {
         self.enabled.unwrap_or(mode != Mode::Production)
     }
 
-    /// The section's own rules; the error names the key.
-    pub fn check(&self) -> Result<(), String> {
+    /// The section's rules (`tenants`: the configured tenant names; `auth`: the issuers a
+    /// sign-in may take its tenant rule from); the error names the key.
+    pub fn check(&self, tenants: &[&str], auth: &crate::auth::AuthSection) -> Result<(), String> {
+        if let Some(oidc) = &self.oidc {
+            oidc.check(tenants, auth)?;
+        }
         if let Some(idle) = self.session_idle_secs
             && !(1..=MAX_IDLE_SECS).contains(&idle)
         {
@@ -50,8 +58,14 @@ impl ConsoleSection {
         Ok(())
     }
 
-    /// The console's settings, or `None` when it is off.
-    pub fn http(&self, mode: Mode, tls: bool) -> Option<oncerpc_http::console::ConsoleConfig> {
+    /// The console's settings, or `None` when it is off; `oidc`: the sign-in with the identity
+    /// provider, built by [`ConsoleOidc::http`](crate::console_oidc::ConsoleOidc::http).
+    pub fn http(
+        &self,
+        mode: Mode,
+        tls: bool,
+        oidc: Option<oncerpc_http::console::OidcConfig>,
+    ) -> Option<oncerpc_http::console::ConsoleConfig> {
         if !self.enabled(mode) {
             return None;
         }
@@ -60,6 +74,7 @@ impl ConsoleSection {
             redact: self.redact.clone(),
             session_idle: self.session_idle_secs.map(Duration::from_secs).unwrap_or(defaults.session_idle),
             secure_cookie: self.secure_cookie.unwrap_or(tls),
+            oidc,
             ..defaults
         })
     }
@@ -73,16 +88,16 @@ mod tests {
     fn off_in_production_unless_enabled() {
         let s = ConsoleSection::default();
         assert!(s.enabled(Mode::Dev) && !s.enabled(Mode::Production));
-        assert!(s.http(Mode::Production, false).is_none());
+        assert!(s.http(Mode::Production, false, None).is_none());
         let on = ConsoleSection { enabled: Some(true), ..Default::default() };
-        assert!(on.http(Mode::Production, true).is_some_and(|c| c.secure_cookie));
+        assert!(on.http(Mode::Production, true, None).is_some_and(|c| c.secure_cookie));
     }
 
     #[test]
     fn bad_values_name_their_key() {
         let s = ConsoleSection { session_idle_secs: Some(0), ..Default::default() };
-        assert!(s.check().unwrap_err().contains("console.session_idle_secs"));
+        assert!(s.check(&[], &Default::default()).unwrap_err().contains("console.session_idle_secs"));
         let s = ConsoleSection { redact: vec!["card".into()], ..Default::default() };
-        assert!(s.check().unwrap_err().contains("console.redact"));
+        assert!(s.check(&[], &Default::default()).unwrap_err().contains("console.redact"));
     }
 }

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bounds;
 pub mod config;
 pub mod console;
+pub mod console_oidc;
 pub mod demo;
 mod limits;
 mod log_text;
@@ -189,7 +190,7 @@ impl App {
                 mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
                 mcp_external: self.external.clone(),
                 mcp_tool_names: cfg.mcp.tool_names.mcp(),
-                console: cfg.console.http(cfg.mode, cfg.tls.is_some()),
+                console: cfg.console.http(cfg.mode, cfg.tls.is_some(), console_oidc(cfg)),
             },
         )
     }
@@ -253,6 +254,14 @@ impl App {
         }
         served
     }
+}
+
+/// The console's sign-in with the identity provider (`[console.oidc]`), when configured.
+fn console_oidc(cfg: &Config) -> Option<oncerpc_http::console::OidcConfig> {
+    let oidc = cfg.console.oidc.as_ref().filter(|_| cfg.console.enabled(cfg.mode))?;
+    let client = upstream::client(&cfg.upstream).expect("the upstream client was built with the app");
+    let tenants = cfg.tenants.iter().map(|t| t.name.clone()).collect();
+    Some(oidc.http(&cfg.auth, tenants, client))
 }
 
 /// Each tenant's share of `limits.max_background` (SPEC §12: one tenant cannot starve the

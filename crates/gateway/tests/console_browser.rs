@@ -310,3 +310,72 @@ async fn an_operator_finds_a_failed_event_and_redrives_it_in_a_real_browser() {
     b.close().await.unwrap();
     s.stop().await;
 }
+
+/// Sign-in with the identity provider (`[console.oidc]`) in the real browser, against a real
+/// OpenID provider (oidc-provider) and its development login and consent pages. The console is
+/// opened at `localhost` and the provider at `127.0.0.1`: two sites, as in production, so the
+/// way back from the provider is a cross-site navigation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_signs_in_with_the_identity_provider_in_a_real_browser() {
+    let dir = TempDir::new("console-browser-oidc");
+    let Some(mut idp) = common::oidc::Provider::new(&dir.0) else { return };
+    let Some(driver) = Driver::start().await else { return };
+    let port = common::mcp_upstream::free_port();
+    let redirect = format!("http://localhost:{port}/console/oidc/callback");
+    idp.keygen("k1");
+    idp.serve_console(&["k1"], &redirect).await;
+    let mut cfg = test_config();
+    cfg.listen = format!("127.0.0.1:{port}");
+    cfg.tenants = vec![
+        Tenant { name: "acme".into(), api_keys: vec![ACME_KEY.into()], ..Tenant::default() },
+        Tenant { name: "beta".into(), api_keys: vec![BETA_KEY.into()], ..Tenant::default() },
+    ];
+    let (client_id, client_secret) = common::oidc::CONSOLE_CLIENT;
+    cfg.console.oidc = Some(oncerpc::console_oidc::ConsoleOidc {
+        issuer: idp.issuer(),
+        client_id: client_id.into(),
+        client_secret: client_secret.into(),
+        redirect_url: redirect,
+        name: Some("Test IdP".into()),
+        scopes: vec!["org".into()],
+        tenant: None,
+        tenant_claim: Some("org_id".into()),
+    });
+    let s = TestServer::start_with(cfg).await;
+    let console = |path: &str| format!("http://localhost:{port}{path}");
+
+    let b = driver.browser().await;
+    b.goto(&console("/console/login")).await.unwrap();
+    assert_eq!(text(&b, "#oidc").await, "Sign in with Test IdP");
+    assert!(b.find(Locator::Css("#api_key")).await.is_ok(), "the API-key form stays");
+    click_and_load(&b, "#oidc").await;
+
+    // The provider's own pages: any login, any password; then consent.
+    let at = b.current_url().await.unwrap();
+    assert_eq!(at.port(), Some(idp.port), "at the provider: {at}");
+    b.find(Locator::Css("input[name=login]")).await.unwrap().send_keys("beta-ops@beta").await.unwrap();
+    b.find(Locator::Css("input[name=password]")).await.unwrap().send_keys("any password").await.unwrap();
+    click_and_load(&b, "button[type=submit]").await;
+    click_and_load(&b, "button[type=submit]").await;
+
+    // Back at the console, signed in as the ID token's tenant.
+    for _ in 0..100 {
+        if b.current_url().await.unwrap().path() == "/console/events" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(b.current_url().await.unwrap().path(), "/console/events", "{}", b.source().await.unwrap());
+    b.goto(&console("/console/status")).await.unwrap();
+    assert_eq!(text(&b, "#store-health").await, "ok");
+    assert_eq!(text(&b, "span.tenant strong").await, "beta");
+    assert!(!b.source().await.unwrap().contains("eyJ"), "no token reaches a page");
+
+    // Logging out ends that session like any other.
+    click_and_load(&b, "header form button").await;
+    b.goto(&console("/console/events")).await.unwrap();
+    assert_eq!(b.current_url().await.unwrap().path(), "/console/login");
+
+    b.close().await.unwrap();
+    s.stop().await;
+}

@@ -12,6 +12,10 @@
 // not have), and oncerpc-gateway (oncerpc's own, for introspection). Every access token carries
 // org_id: the client id's first part. A token for RESOURCE is a JWT, for RESOURCE + "opaque" an
 // opaque one (introspection at /token/introspection says what it is).
+// With ONCERPC_CONSOLE_REDIRECT set, oncerpc-console (secret oncerpc-console-s3cr3t-0006) signs
+// operators in to the console: the authorization code grant with PKCE, redirected to exactly
+// that URL. Its login and consent pages are oidc-provider's development ones: any login with
+// any password; a login "name@org" gets the claim org_id = "org" in its ID token (scope "org").
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
@@ -43,9 +47,30 @@ const client = (client_id, client_secret, scope) => ({
   redirect_uris: [],
   response_types: [],
 });
+const consoleRedirect = process.env.ONCERPC_CONSOLE_REDIRECT;
+const consoleClients = consoleRedirect
+  ? [{
+      client_id: "oncerpc-console",
+      client_secret: "oncerpc-console-s3cr3t-0006",
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+      redirect_uris: [consoleRedirect],
+      id_token_signed_response_alg: "ES256",
+    }]
+  : [];
 const provider = new Provider(`http://127.0.0.1:${port}`, {
   jwks: { keys },
+  // The console's operators: any login; "name@org" belongs to org.
+  findAccount: (_ctx, sub) => ({
+    accountId: sub,
+    claims: () => ({ sub, org_id: sub.includes("@") ? sub.split("@").pop() : undefined }),
+  }),
+  claims: { openid: ["sub"], org: ["org_id"] },
+  // The granted scopes' claims in the ID token itself (not only at userinfo).
+  conformIdTokenClaims: false,
+  pkce: { required: () => true },
   clients: [
+    ...consoleClients,
     client("acme-service", "acme-client-s3cr3t-0001", "orders:read orders:write"),
     client("acme-reader", "acme-reader-s3cr3t-0002", "orders:read"),
     client("beta-service", "beta-client-s3cr3t-0003", "orders:read orders:write"),
@@ -57,10 +82,12 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
   features: {
     clientCredentials: { enabled: true },
     introspection: { enabled: true },
-    devInteractions: { enabled: false },
+    // The development login and consent pages, for the console's sign-in.
+    devInteractions: { enabled: Boolean(consoleRedirect) },
     resourceIndicators: {
       enabled: true,
-      defaultResource: () => resource,
+      // The console's sign-in asks for no resource: its access token is for userinfo only.
+      defaultResource: (_ctx, client) => (client?.clientId === "oncerpc-console" ? undefined : resource),
       useGrantedResource: () => true,
       // RESOURCE gets JWT access tokens; RESOURCE + "opaque" opaque ones (introspected).
       getResourceServerInfo: (_ctx, indicator) => {

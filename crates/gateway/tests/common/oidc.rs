@@ -40,6 +40,9 @@ scopes = ["orders:read"]
 /// The resource (audience) oncerpc is to the authorization server.
 pub const RESOURCE: &str = "http://oncerpc.test/";
 
+/// The console's client at the authorization server ([`Provider::serve_console`]).
+pub const CONSOLE_CLIENT: (&str, &str) = ("oncerpc-console", "oncerpc-console-s3cr3t-0006");
+
 pub struct Provider {
     dir: PathBuf,
     child: Option<Child>,
@@ -91,8 +94,22 @@ impl Provider {
 
     /// [`serve`](Self::serve), issuing tokens for `resource`.
     pub async fn serve_for(&mut self, kids: &[&str], resource: &str) {
+        self.serve_with(kids, resource, None).await
+    }
+
+    /// [`serve`](Self::serve), with the console's client ([`CONSOLE_CLIENT`]) redirecting to
+    /// exactly `redirect` (the gateway's `/console/oidc/callback`) and the development login
+    /// and consent pages (any login, any password; `name@org` has `org_id` = `org`).
+    pub async fn serve_console(&mut self, kids: &[&str], redirect: &str) {
+        self.serve_with(kids, RESOURCE, Some(redirect)).await
+    }
+
+    async fn serve_with(&mut self, kids: &[&str], resource: &str, console_redirect: Option<&str>) {
         self.stop();
         let mut cmd = node(&node_dir().unwrap());
+        if let Some(r) = console_redirect {
+            cmd.env("ONCERPC_CONSOLE_REDIRECT", r);
+        }
         cmd.args(["serve", &self.port.to_string(), resource]);
         for kid in kids {
             cmd.arg(self.dir.join(format!("{kid}.jwk.json")));

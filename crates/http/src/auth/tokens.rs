@@ -38,7 +38,7 @@ pub const REFETCH_EVERY: Duration = Duration::from_secs(30);
 /// Fetches that failed are tried again after 1 s, doubling up to this.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// One fetch of metadata or keys may take this long.
-pub(super) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where an issuer's tokens get their tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +220,22 @@ impl Issuers {
                 }
             });
         }
+    }
+
+    /// Fetch, within [`FETCH_TIMEOUT`], the keys of every issuer whose keys were never
+    /// fetched: for issuers consulted now and then (the console's sign-in) instead of kept
+    /// fresh by [`start`](Self::start); a rotated key is still fetched when a token names it.
+    /// `Err`: why they cannot be had (for the caller's one log line).
+    pub async fn load(&self) -> Result<(), String> {
+        for issuer in &self.issuers {
+            if issuer.keys.read().unwrap_or_else(|e| e.into_inner()).loaded {
+                continue;
+            }
+            tokio::time::timeout(FETCH_TIMEOUT, issuer.fetch(&self.http))
+                .await
+                .unwrap_or_else(|_| Err(format!("no keys within {} s", FETCH_TIMEOUT.as_secs())))?;
+        }
+        Ok(())
     }
 
     /// Verify `token` (from `Authorization: Bearer`).
@@ -408,7 +424,10 @@ impl Issuer {
 type Cache = HashMap<Box<str>, Verified, foldhash::fast::RandomState>;
 
 /// GET `url` as JSON within [`FETCH_TIMEOUT`]; the error says why in a few words (no body).
-async fn get_json<T: serde::de::DeserializeOwned>(http: &reqwest::Client, url: &str) -> Result<T, String> {
+pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<T, String> {
     let fetching = async {
         let resp = http.get(url).send().await.map_err(|e| format!("GET {url}: {}", e.without_url()))?;
         if !resp.status().is_success() {

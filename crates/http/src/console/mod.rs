@@ -3,6 +3,8 @@
 //! its stylesheet.
 //!
 //! * `GET /console/login`, `POST /console/login`, `POST /console/logout` (`session.rs`);
+//! * `GET /console/oidc/start`, `GET /console/oidc/callback`: sign-in with the identity
+//!   provider (`[console.oidc]`, `oidc.rs`), which opens the same session;
 //! * `GET /console/events` (filters, cursor paging) and `GET /console/counts` (live counts per
 //!   status) — `events.rs`;
 //! * `GET /console/events/{id}` (params, result, steps, timeline), `GET …/live` (the part that
@@ -18,6 +20,8 @@
 
 mod event;
 mod events;
+pub mod oidc;
+mod pending;
 mod session;
 mod status;
 mod throttle;
@@ -34,6 +38,7 @@ use axum::routing::{get, post};
 use maud::Markup;
 
 use crate::{AppState, Door};
+pub use oidc::OidcConfig;
 pub(crate) use session::Session;
 
 /// The log-in form's route.
@@ -51,6 +56,8 @@ pub struct ConsoleConfig {
     pub max_sessions: usize,
     /// Mark the session cookie `Secure` (HTTPS only).
     pub secure_cookie: bool,
+    /// Sign-in with the identity provider (`[console.oidc]`), beside the API key.
+    pub oidc: Option<OidcConfig>,
 }
 
 impl Default for ConsoleConfig {
@@ -60,6 +67,7 @@ impl Default for ConsoleConfig {
             session_idle: Duration::from_secs(30 * 60),
             max_sessions: 10_000,
             secure_cookie: false,
+            oidc: None,
         }
     }
 }
@@ -73,6 +81,8 @@ pub(crate) struct Console {
     pub rates: status::Rates,
     /// Failed log-ins per client address and form.
     pub throttle: throttle::Throttle,
+    /// Sign-in with the identity provider, when configured.
+    pub oidc: Option<oidc::Oidc>,
 }
 
 impl Console {
@@ -80,14 +90,22 @@ impl Console {
         let refusals = prometheus::IntCounterVec::new(
             prometheus::Opts::new(
                 "oncerpc_console_refusals_total",
-                "Console requests refused, by reason (login: wrong key; throttled: a log-in from an address or form with too many wrong keys; scope: a key limited to some scopes; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses)",
+                "Console requests refused, by reason (login: wrong key; throttled: a log-in from an address or form with too many wrong keys; scope: a key limited to some scopes; csrf: a form without its token; session: no or expired session; not_found; conflict: a re-drive the event's state refuses; oidc_state, oidc_denied, oidc_code, oidc_id_token, oidc_tenant, oidc_unavailable: a sign-in with the identity provider)",
             ),
             &["reason"],
         )
         .expect("valid metric");
         let _ = registry.register(Box::new(refusals.clone()));
         let sessions = session::Sessions::new(config.session_idle, config.max_sessions);
-        Console { config, sessions, refusals, rates: status::Rates::default(), throttle: Default::default() }
+        let oidc = config.oidc.clone().map(oidc::Oidc::new);
+        Console {
+            config,
+            sessions,
+            refusals,
+            rates: status::Rates::default(),
+            throttle: Default::default(),
+            oidc,
+        }
     }
 }
 
@@ -98,6 +116,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/console/", get(session::home))
         .route(LOGIN_PATH, get(session::login_page).post(session::login))
         .route("/console/logout", post(session::logout))
+        .route(oidc::START_PATH, get(oidc::start))
+        .route(oidc::CALLBACK_PATH, get(oidc::callback))
         .route("/console/events", get(events::page))
         .route("/console/counts", get(events::counts))
         .route("/console/events/{event_id}", get(event::page))

@@ -1,4 +1,5 @@
-//! Console sessions: the API-key login, the session cookie and its CSRF token.
+//! Console sessions: the API-key login, the session cookie and its CSRF token (a sign-in with
+//! the identity provider, `oidc.rs`, opens the same session).
 //!
 //! A session lives in this process (a replica that did not open it sends the operator to the
 //! login page): a random token in an `HttpOnly; SameSite=Strict` cookie scoped to `/console`,
@@ -46,7 +47,7 @@ pub(crate) struct Sessions {
 }
 
 /// A fresh random token: two v4 UUIDs (244 random bits from the OS generator).
-fn token() -> String {
+pub(super) fn token() -> String {
     format!("{}{}", oncerpc_core::generated_id(), oncerpc_core::generated_id())
 }
 
@@ -57,7 +58,7 @@ impl Sessions {
 
     /// Open a session for `tenant`; returns its cookie token. Past `max`, expired sessions go,
     /// then the least recently used one.
-    fn open(&self, tenant: Arc<str>) -> String {
+    pub(super) fn open(&self, tenant: Arc<str>) -> String {
         let now = Instant::now();
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= self.max {
@@ -95,7 +96,7 @@ impl Sessions {
 }
 
 /// The value of cookie `name` in the request.
-fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+pub(super) fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -107,7 +108,7 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
 }
 
 /// A `Set-Cookie` for the console's path (`max_age` 0: delete it).
-fn set_cookie(st: &AppState, name: &str, value: &str, max_age: Duration) -> HeaderValue {
+pub(super) fn set_cookie(st: &AppState, name: &str, value: &str, max_age: Duration) -> HeaderValue {
     let secure = if console(st).config.secure_cookie { "; Secure" } else { "" };
     let text = format!(
         "{name}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
@@ -132,7 +133,8 @@ pub(crate) async fn login_page(State(st): State<Arc<AppState>>) -> Response {
 fn login_form(st: &AppState, status: StatusCode, error: Option<&str>) -> Response {
     let csrf = token();
     let open = st.config.tenants.is_empty();
-    let mut resp = html(status, view::login(&csrf, open, error));
+    let provider = console(st).oidc.as_ref().map(|o| o.name());
+    let mut resp = html(status, view::login(&csrf, open, provider, error));
     resp.headers_mut().append(header::SET_COOKIE, set_cookie(st, LOGIN_COOKIE, &csrf, LOGIN_FORM_TTL));
     resp
 }

@@ -51,8 +51,9 @@ fn head(title: &str) -> Markup {
     }
 }
 
-/// The login page (`open`: no tenants are configured, any key opens the default tenant).
-pub(crate) fn login(csrf: &str, open: bool, error: Option<&str>) -> Markup {
+/// The login page (`open`: no tenants are configured, any key opens the default tenant;
+/// `provider`: the identity provider offered beside the API key).
+pub(crate) fn login(csrf: &str, open: bool, provider: Option<&str>, error: Option<&str>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -67,7 +68,33 @@ pub(crate) fn login(csrf: &str, open: bool, error: Option<&str>) -> Markup {
                         input #api_key type="password" name="api_key" autocomplete="off" autofocus;
                         button type="submit" { "Log in" }
                     }
+                    @if let Some(name) = provider {
+                        p.oidc { a #oidc href=(super::oidc::START_PATH) { "Sign in with " (name) } }
+                    }
                     @if open { p.hint { "No tenants are configured: any key opens the default tenant." } }
+                }
+            }
+        }
+    }
+}
+
+/// After a sign-in with the identity provider: on to the events. The browser came from the
+/// provider's site, and the session cookie (`SameSite=Strict`) goes only with a navigation
+/// this site starts: this page's refresh (or its link) is one.
+pub(crate) fn signed_in() -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content="0; url=/console/events";
+                title { "Signed in · oncerpc" }
+                link rel="stylesheet" href="/console/assets/console.css";
+            }
+            body.login {
+                main {
+                    h1 { "Signed in" }
+                    p { a #continue href="/console/events" { "Continue to the console" } }
                 }
             }
         }
