@@ -54,7 +54,7 @@ pub struct Record {
     pub expires_at_ms: u64,
     /// An unconfirmed take-over of a processing record (see [`Claim::Acquired`]).
     pub takeover: Option<TakeOver>,
-    /// The step journal of a processing execution ([`Store::put_step`]): the output of each
+    /// The step journal of a processing execution ([`Store::put_step`](crate::Store::put_step)): the output of each
     /// finished step, by step index. It survives a take-over (the new owner resumes after
     /// the last stored step); a fresh or force-retried execution starts with none, and a
     /// finished record keeps none.
@@ -86,7 +86,7 @@ pub fn journal_from_json(text: Option<&str>) -> Journal {
 }
 
 /// A claimant that found a processing record with an expired lease and asked to take it
-/// over. Until it [`Store::renew`]s with `token`, the previous owner keeps its rights: its
+/// over. Until it [`Store::renew`](crate::Store::renew)s with `token`, the previous owner keeps its rights: its
 /// `complete` still lands (and cancels the take-over), its `renew` cancels the take-over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TakeOver {
@@ -112,7 +112,7 @@ pub enum Claim {
     /// The caller owns the record and must execute, then `complete` with `token`.
     ///
     /// With `kind: TakeOver` the caller does **not** own it yet: it must first
-    /// [`Store::renew`] with `token` (which fails if the previous owner turned out to be
+    /// [`Store::renew`](crate::Store::renew) with `token` (which fails if the previous owner turned out to be
     /// alive and completed or renewed meanwhile), and only then execute. A take-over claim
     /// whose claimant gave up (its store call timed out, its deadline passed) therefore
     /// never fences out a live owner's outcome.
@@ -139,7 +139,7 @@ pub enum Claim {
 pub enum AcquireKind {
     /// No live record existed.
     Fresh,
-    /// The previous owner's lease had expired. Unconfirmed: [`Store::renew`] first.
+    /// The previous owner's lease had expired. Unconfirmed: [`Store::renew`](crate::Store::renew) first.
     TakeOver,
     /// Force retry of a failed execution.
     ForceRetry,

@@ -44,8 +44,7 @@ use crate::auth::tokens::{FETCH_TIMEOUT, IssuerSpec, Issuers, Refusal, TenantFro
 
 /// The route the provider sends the browser back to (`redirect_url`'s path).
 pub const CALLBACK_PATH: &str = "/console/oidc/callback";
-/// The route the "Sign in with …" link opens.
-pub(crate) const START_PATH: &str = "/console/oidc/start";
+pub(crate) use super::view::START_PATH;
 /// The cookie binding a sign-in to the browser that started it.
 const BROWSER_COOKIE: &str = "oncerpc_console_oidc";
 /// The provider's endpoints are read again after this long.

@@ -9,6 +9,9 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::Session;
 
+/// The route the "Sign in with …" link opens.
+pub(crate) const START_PATH: &str = "/console/oidc/start";
+
 /// The text a redacted value shows.
 pub(crate) const REDACTED: &str = "[redacted]";
 
@@ -69,7 +72,7 @@ pub(crate) fn login(csrf: &str, open: bool, provider: Option<&str>, error: Optio
                         button type="submit" { "Log in" }
                     }
                     @if let Some(name) = provider {
-                        p.oidc { a #oidc href=(super::oidc::START_PATH) { "Sign in with " (name) } }
+                        p.oidc { a #oidc href=(START_PATH) { "Sign in with " (name) } }
                     }
                     @if open { p.hint { "No tenants are configured: any key opens the default tenant." } }
                 }
