@@ -57,6 +57,8 @@ struct Submission {
     started: Instant,
     /// The event's creation time when it already has one (a re-drive keeps it).
     created_at_ms: Option<u64>,
+    /// Who submitted the event: the caller's subject (a re-drive keeps the original).
+    created_by: Option<String>,
     /// Where the steps' progress goes (the MCP task's `progressToken`); `None` for a re-drive.
     progress: Option<crate::Progress>,
     /// The caller's trace context (not stored: a resumed or re-driven execution has none).
@@ -97,6 +99,7 @@ impl Submission {
             expires_at_ms: now + ttl.as_millis() as u64,
             token,
             steps: None,
+            created_by: self.created_by.clone(),
         }
     }
 }
@@ -130,6 +133,7 @@ impl Dispatcher {
             cid,
             started,
             created_at_ms: None,
+            created_by: meta.subject.as_deref().map(str::to_owned),
             progress: meta.progress.clone(),
             trace: meta.trace.clone(),
         };
@@ -285,6 +289,7 @@ impl Dispatcher {
             Some(stored) => {
                 let restarted = self.store.restart_event(&event.id, event.token).await?;
                 event.created_at_ms = stored.created_at_ms;
+                event.created_by = stored.created_by;
                 event.steps = stored.steps;
                 Ok(restarted)
             }

@@ -223,12 +223,13 @@ impl Store for MemoryStore {
         let result = self.events_lock().map(|mut events| {
             let now = now_ms();
             events.retain(|_, e| e.expires_at_ms > now);
-            let created_at_ms = match events.get(&event.id) {
+            // A live event keeps its creation: when and by whom.
+            let (created_at_ms, created_by) = match events.get(&event.id) {
                 Some(stored) if stored.token >= event.token => return false,
-                Some(stored) => stored.created_at_ms,
-                None => event.created_at_ms,
+                Some(stored) => (stored.created_at_ms, stored.created_by.clone()),
+                None => (event.created_at_ms, event.created_by.clone()),
             };
-            events.insert(event.id.clone(), Event { created_at_ms, ..event.clone() });
+            events.insert(event.id.clone(), Event { created_at_ms, created_by, ..event.clone() });
             true
         });
         Box::pin(std::future::ready(result))

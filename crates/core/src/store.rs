@@ -88,6 +88,9 @@ pub struct Event {
     /// `journal::StepView`, written by the executor with [`Store::put_event_steps`]); `None`
     /// before the first step.
     pub steps: Option<String>,
+    /// Who submitted it: the caller's subject (a token's `sub`, a scoped key's `name`; never the
+    /// credential), `None` for a plain API key. Later writes keep it, as `created_at_ms`.
+    pub created_by: Option<String>,
 }
 
 /// `evt_` + 32 hex digits of SHA-256 over the record scope: stable across duplicates,
@@ -98,14 +101,10 @@ pub fn event_id(record: &RecordKey) -> String {
         h.update(part.as_bytes());
         h.update([0u8]);
     }
-    let digest = h.finalize();
-    let mut id = String::with_capacity(36);
-    id.push_str("evt_");
-    for b in &digest[..16] {
-        use std::fmt::Write;
-        let _ = write!(id, "{b:02x}");
-    }
-    id
+    h.finalize()[..16].iter().fold(String::from("evt_"), |mut id, b| {
+        let _ = std::fmt::Write::write_fmt(&mut id, format_args!("{b:02x}"));
+        id
+    })
 }
 
 /// A page of [`Store::pending_events`]: the events and the cursor of the next page.

@@ -514,7 +514,7 @@ macro_rules! store_suite {
                 journal_keeps_outputs_byte_for_byte,
                 listing_is_per_tenant_newest_first_and_filtered,
                 listing_pages_reach_every_event_once,
-                event_steps_are_fenced_and_kept,
+                event_steps_are_fenced_and_kept, event_creator_round_trips_and_is_kept,
             );
         }
     };

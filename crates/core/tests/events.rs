@@ -23,6 +23,7 @@ fn pending(id: &str, method: &str, key: &str) -> Event {
         expires_at_ms: now + 60_000,
         token: 0,
         steps: None,
+        created_by: None,
     }
 }
 

@@ -215,6 +215,8 @@ fn event_view(event: &Event) -> serde_json::Value {
         "tags": event.tags,
         "created_at": rfc3339(event.created_at_ms),
         "updated_at": rfc3339(event.updated_at_ms),
+        // Who submitted it (a token's `sub`, a scoped key's `name`); null for a plain API key.
+        "created_by": event.created_by,
         "steps": step_views(event),
     });
     match (&event.status, &event.outcome) {
@@ -388,7 +390,7 @@ async fn retry_event_answer(st: &AppState, event_id: String, uri: &Uri, headers:
         }
         json_response(StatusCode::CONFLICT, body.to_string(), Some(&cid))
     };
-    match st.dispatcher.redrive(event, cid.clone()).await {
+    match st.dispatcher.redrive(event, cid.clone(), caller.subject.as_deref()).await {
         Ok(IdempotencyStatus::New) => {
             let body = json!({ "event_id": event_id, "status": "processing" });
             json_response(StatusCode::ACCEPTED, body.to_string(), Some(&cid))

@@ -75,6 +75,7 @@ use tokio_postgres::types::ToSql;
 
 mod group;
 mod rows;
+mod schema;
 mod tls;
 
 use rows::{count, event_row, ms, outcome_state, row_record, state_columns, status_code};
@@ -84,57 +85,6 @@ const NOW: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// The columns [`row_record`] reads.
 const RECORD_COLUMNS: &str =
     "fingerprint, state, outcome, token, lease_until, expires_at, takeover_token, takeover_until, steps";
-
-/// Applied in order; `oncerpc_schema.version` counts those applied.
-const MIGRATIONS: &[&str] = &[
-    "CREATE SEQUENCE IF NOT EXISTS oncerpc_tokens;
-    CREATE TABLE IF NOT EXISTS oncerpc_records (
-        tenant      text     NOT NULL,
-        method      text     NOT NULL,
-        key         text     NOT NULL,
-        fingerprint text     NOT NULL,
-        state       smallint NOT NULL,  -- 0 processing, 1 succeeded, 2 failed
-        outcome     text,
-        token       bigint   NOT NULL,
-        lease_until bigint   NOT NULL,  -- ms since the epoch, database clock
-        expires_at  bigint   NOT NULL,
-        PRIMARY KEY (tenant, method, key)
-    );
-    CREATE INDEX IF NOT EXISTS oncerpc_records_expires ON oncerpc_records (expires_at);
-    CREATE TABLE IF NOT EXISTS oncerpc_events (
-        id          text     PRIMARY KEY,
-        tenant      text     NOT NULL,
-        method      text     NOT NULL,
-        key         text     NOT NULL,
-        fingerprint text     NOT NULL,
-        params      text,
-        return_step text,
-        tags        text     NOT NULL,  -- JSON array of strings
-        status      smallint NOT NULL,  -- 0 processing, 1 succeeded, 2 failed, 3 cancelled
-        outcome     text,
-        created_at  bigint   NOT NULL,
-        updated_at  bigint   NOT NULL,
-        expires_at  bigint   NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS oncerpc_events_pending ON oncerpc_events (created_at) WHERE status = 0;
-    CREATE INDEX IF NOT EXISTS oncerpc_events_expires ON oncerpc_events (expires_at);",
-    // Two-phase take-over (both NULL: none), event fencing tokens, and the pending events
-    // index in page order.
-    "ALTER TABLE oncerpc_records
-        ADD COLUMN IF NOT EXISTS takeover_token bigint,
-        ADD COLUMN IF NOT EXISTS takeover_until bigint;  -- ms since the epoch, database clock
-    ALTER TABLE oncerpc_events ADD COLUMN IF NOT EXISTS token bigint NOT NULL DEFAULT 0;
-    DROP INDEX IF EXISTS oncerpc_events_pending;
-    CREATE INDEX oncerpc_events_pending ON oncerpc_events (created_at, id) WHERE status = 0;",
-    // The step journal of a processing execution (JSON, `journal_to_json`; NULL: none).
-    "ALTER TABLE oncerpc_records ADD COLUMN IF NOT EXISTS steps text;
-    CREATE INDEX IF NOT EXISTS oncerpc_events_by_tenant ON oncerpc_events (tenant, created_at, id);",
-    // The step views of a flow's event (JSON text; NULL: none yet).
-    "ALTER TABLE oncerpc_events ADD COLUMN IF NOT EXISTS steps text;",
-];
-
-/// Serialises migrations across replicas.
-const MIGRATION_LOCK: i64 = 0x006f_6e63_6572_7063; // "oncerpc" in ASCII
 
 /// A PostgreSQL-backed [`Store`].
 pub struct PgStore {
@@ -188,7 +138,7 @@ impl PgStore {
         let mut config = target.config.clone();
         config.connect_timeout(Duration::from_secs(2));
         let pool = build_pool(config.clone(), connector, 16)?;
-        migrate(&pool).await.map_err(|e| StoreError::new(target.explain(&e.0)))?;
+        schema::migrate(&pool).await.map_err(|e| StoreError::new(target.explain(&e.0)))?;
         // The batch statements run on their own connections, planned for each batch's
         // arrays and the table as it is now (`group.rs` says why).
         let mut batch_config = config;
@@ -227,35 +177,6 @@ fn build_pool(
         .recycle_timeout(Some(Duration::from_secs(2)))
         .build()
         .map_err(err)
-}
-
-async fn migrate(pool: &Pool) -> Result<(), StoreError> {
-    let mut client = pool.get().await.map_err(|e| conn_err(&e))?;
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await.map_err(err)?;
-    let result = async {
-        client
-            .batch_execute("CREATE TABLE IF NOT EXISTS oncerpc_schema (version integer NOT NULL)")
-            .await
-            .map_err(err)?;
-        let version: i32 = client
-            .query_opt("SELECT version FROM oncerpc_schema", &[])
-            .await
-            .map_err(err)?
-            .map_or(0, |r| r.get(0));
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            let tx = client.transaction().await.map_err(err)?;
-            tx.batch_execute(sql).await.map_err(err)?;
-            tx.execute("DELETE FROM oncerpc_schema", &[]).await.map_err(err)?;
-            tx.execute("INSERT INTO oncerpc_schema (version) VALUES ($1)", &[&(i as i32 + 1)])
-                .await
-                .map_err(err)?;
-            tx.commit().await.map_err(err)?;
-        }
-        Ok(())
-    }
-    .await;
-    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await;
-    result
 }
 
 async fn cleanup_loop(pool: Pool) {
@@ -649,16 +570,17 @@ impl Store for PgStore {
             let client = self.client().await?;
             let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
             // Created, or replacing an expired event or an older execution's; a live one keeps
-            // its creation time (its place in the listing).
+            // its creation time (its place in the listing) and its creator.
             let sql = format!(
                 "INSERT INTO oncerpc_events AS old (tenant, method, key, id, fingerprint, params, return_step,
-                   tags, status, outcome, created_at, updated_at, expires_at, token, steps)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                   tags, status, outcome, created_at, updated_at, expires_at, token, steps, created_by)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
                  ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
                    key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
                    return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
                    outcome = excluded.outcome,
                    created_at = CASE WHEN old.expires_at > {NOW} THEN old.created_at ELSE excluded.created_at END,
+                   created_by = CASE WHEN old.expires_at > {NOW} THEN old.created_by ELSE excluded.created_by END,
                    updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
                    steps = excluded.steps
                  WHERE old.expires_at <= {NOW} OR old.token < excluded.token
@@ -681,6 +603,7 @@ impl Store for PgStore {
                     &(e.expires_at_ms as i64),
                     &(e.token as i64),
                     &e.steps,
+                    &e.created_by,
                 ],
             )
             .await?;

@@ -88,6 +88,7 @@ pub(crate) fn event_row(row: &Row) -> Event {
         expires_at_ms: row.get::<_, i64>("expires_at") as u64,
         token: row.get::<_, i64>("token") as u64,
         steps: row.get("steps"),
+        created_by: row.get("created_by"),
     }
 }
 

@@ -12,7 +12,7 @@ use crate::{PENDING_GRACE_MS, RedisStore, err};
 /// cursor) for want of matching events.
 const LIST_SCAN_CHUNKS: usize = 8;
 
-pub(crate) const EVENT_FIELDS: [&str; 14] = [
+pub(crate) const EVENT_FIELDS: [&str; 15] = [
     "tenant",
     "method",
     "key",
@@ -27,6 +27,7 @@ pub(crate) const EVENT_FIELDS: [&str; 14] = [
     "expires",
     "token",
     "steps",
+    "created_by",
 ];
 
 impl RedisStore {
@@ -94,6 +95,7 @@ impl RedisStore {
             expires_at_ms: number(11),
             token: number(12),
             steps: field(13),
+            created_by: field(14),
         }))
     }
 
@@ -101,7 +103,7 @@ impl RedisStore {
     /// between them and the hash leaves entries without a hash, dropped after the grace, never
     /// a pending event that no listing reaches), then the hash, written by one script only if
     /// no live event of a token at least as high is there, keeping a live event's creation
-    /// time. The entries are made with the creation time read before; when the script kept
+    /// time and creator. The entries are made with the creation time read before; when the script kept
     /// another (a concurrent creation won), they are made again with that one.
     pub(crate) async fn write_event(&self, e: &Event) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
@@ -134,6 +136,7 @@ impl RedisStore {
         fields.extend(e.return_step.clone().map(|r| ("return_step", r)));
         fields.extend(e.outcome.as_ref().map(|o| ("outcome", o.json().to_owned())));
         fields.extend(e.steps.clone().map(|s| ("steps", s)));
+        fields.extend(e.created_by.clone().map(|s| ("created_by", s)));
         let mut inv = self.scripts.put_event.prepare_invoke();
         inv.key(self.event_key(&e.id)).arg(ttl).arg(e.token).arg(created);
         for (name, value) in &fields {

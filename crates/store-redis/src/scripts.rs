@@ -157,17 +157,22 @@ return 0
 "#
 );
 
-/// Create an event, or replace an older execution's (keeping its creation time); nil when a
+/// Create an event, or replace an older execution's (keeping its creation time and creator); nil when a
 /// live event of a token at least as high is there. KEYS: event. ARGV: ttl ms, token, creation
 /// time, then field/value pairs. Returns the creation time kept.
 pub(crate) const PUT_EVENT: &str = concat!(
     lua_prelude!(),
     r#"
-local cur = redis.call('HMGET', KEYS[1], 'token', 'created')
+local cur = redis.call('HMGET', KEYS[1], 'token', 'created', 'created_by')
 if cur[1] and not gt(ARGV[2], cur[1]) then return false end
 local created = cur[2] or ARGV[3]
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'token', ARGV[2], 'created', created, unpack(ARGV, 4))
+if cur[2] then
+  -- A live event keeps its creator (or its lack of one) with its creation time.
+  if cur[3] then redis.call('HSET', KEYS[1], 'created_by', cur[3])
+  else redis.call('HDEL', KEYS[1], 'created_by') end
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return created
 "#

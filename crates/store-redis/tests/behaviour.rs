@@ -122,6 +122,7 @@ async fn pending_pages_skip_and_drop_stale_index_entries() {
             expires_at_ms: now + ttl_ms,
             token: 1,
             steps: None,
+            created_by: None,
         }
     };
     let mut live = Vec::new();

@@ -260,23 +260,24 @@ impl Tokens {
 }
 
 const EVENT_SELECT: &str = "SELECT id, tenant, method, key, fingerprint, params, return_step, tags, status,
-    outcome, created_at, updated_at, expires_at, token, steps FROM events";
+    outcome, created_at, updated_at, expires_at, token, steps, created_by FROM events";
 
 /// [`Store::put_event`]: create, or replace an expired event or an older execution's (keeping
-/// a live one's creation time); whether it was written.
+/// a live one's creation time and creator); whether it was written.
 fn put_event(tx: &Transaction<'_>, e: &Event, now: u64) -> rusqlite::Result<bool> {
     let (status, outcome) = event_columns(e.status, e.outcome.as_ref());
     let tags = serde_json::to_string(&e.tags).unwrap_or_else(|_| "[]".into());
     let n = tx
         .prepare_cached(
             "INSERT INTO events (id, tenant, method, key, fingerprint, params, return_step, tags,
-           status, outcome, created_at, updated_at, expires_at, token, steps)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+           status, outcome, created_at, updated_at, expires_at, token, steps, created_by)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?17)
          ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, method = excluded.method,
            key = excluded.key, fingerprint = excluded.fingerprint, params = excluded.params,
            return_step = excluded.return_step, tags = excluded.tags, status = excluded.status,
            outcome = excluded.outcome,
            created_at = CASE WHEN events.expires_at > ?16 THEN events.created_at ELSE excluded.created_at END,
+           created_by = CASE WHEN events.expires_at > ?16 THEN events.created_by ELSE excluded.created_by END,
            updated_at = excluded.updated_at, expires_at = excluded.expires_at, token = excluded.token,
            steps = excluded.steps
          WHERE events.expires_at <= ?16 OR events.token < excluded.token",
@@ -298,6 +299,7 @@ fn put_event(tx: &Transaction<'_>, e: &Event, now: u64) -> rusqlite::Result<bool
             e.token as i64,
             e.steps,
             now as i64,
+            e.created_by,
         ])?;
     Ok(n > 0)
 }
@@ -336,6 +338,7 @@ fn event_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Event> {
         expires_at_ms: row.get::<_, i64>(12)? as u64,
         token: row.get::<_, i64>(13)? as u64,
         steps: row.get(14)?,
+        created_by: row.get(15)?,
     })
 }
 

@@ -84,6 +84,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     DROP TABLE idempotency_records;
     ALTER TABLE idempotency_records_8 RENAME TO idempotency_records;
     CREATE INDEX idempotency_records_expires ON idempotency_records (expires_at);",
+    // 9: who submitted an event (the caller's subject; NULL: none, and every older event).
+    "ALTER TABLE events ADD COLUMN created_by TEXT;",
 ];
 
 /// Open the file in WAL mode and migrate it. Migrations commit with `synchronous = FULL`;
@@ -123,3 +125,7 @@ fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "schema_tests.rs"]
+mod tests;

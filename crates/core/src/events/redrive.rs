@@ -19,7 +19,8 @@ use crate::store::{Event, EventStatus};
 
 impl Dispatcher {
     /// Re-run a failed `event` under the same event id, in the background; `cid` is the
-    /// re-drive's correlation id (a fresh one: the original request's is long gone).
+    /// re-drive's correlation id (a fresh one: the original request's is long gone), `by` the
+    /// subject asking for it (logged; the event keeps who created it).
     ///
     /// - `Ok(New)`: the record was taken for a force retry; the event is `processing` again.
     /// - `Ok(Processing)`: the event (or its record) is running; nothing was started.
@@ -33,6 +34,7 @@ impl Dispatcher {
         self: &Arc<Self>,
         event: Event,
         cid: Arc<str>,
+        by: Option<&str>,
     ) -> Result<IdempotencyStatus, RpcError> {
         match event.status {
             // A cancelled event's outcome is a failure: a force retry runs it anew.
@@ -55,10 +57,16 @@ impl Dispatcher {
             cid,
             started,
             created_at_ms: Some(event.created_at_ms),
+            created_by: event.created_by,
             progress: None,
             trace: None,
         };
-        tracing::info!(event_id = %id, correlation_id = %sub.cid, "re-driving a failed event");
+        tracing::info!(
+            event_id = %id,
+            correlation_id = %sub.cid,
+            redriven_by = by.map(|s| tracing::field::display(crate::LogSafe(s))),
+            "re-driving a failed event"
+        );
         // As in `submit`: the budget place first, then the claim in a task of its own, so a
         // client hanging up cannot leave a claim without its event.
         let permit = self.exec.permit(&sub.record.tenant)?;

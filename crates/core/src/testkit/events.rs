@@ -21,6 +21,7 @@ pub(super) fn event(key: &RecordKey, ttl: Duration) -> Event {
         expires_at_ms: now + ttl.as_millis() as u64,
         token: 7,
         steps: None,
+        created_by: None,
     }
 }
 
@@ -214,4 +215,46 @@ pub async fn a_replaced_event_keeps_its_place_and_is_listed_once(store: Arc<dyn 
     assert!(listed.is_empty(), "no longer listed as failed: {listed:?}");
     let pending = all_pending(&*store).await;
     assert_eq!(pending.iter().filter(|e| e.id == middle.id).count(), 1, "pending once");
+}
+
+/// Who created an event round-trips on every read (get, pending, listing), survives its
+/// finish and restart, and is kept, with its creation time, when a newer execution writes the
+/// event again; an event without one reads `None`; an expired event's successor has its own.
+pub async fn event_creator_round_trips_and_is_kept(store: Arc<dyn Store>) {
+    let key = fresh_key("flow", "evt-by");
+    let by = Some("svc:billing-job \u{e9}\"x\"".to_owned());
+    let ev = Event { created_by: by.clone(), ..event(&key, TTL) };
+    assert!(store.put_event(&ev).await.unwrap());
+    assert_eq!(store.get_event(&ev.id).await.unwrap().as_ref(), Some(&ev), "stored whole");
+    let pending = all_pending(&*store).await;
+    assert_eq!(pending.iter().find(|e| e.id == ev.id).map(|e| &e.created_by), Some(&by), "pending");
+    let listed = super::listing::list_all(&*store, &key.tenant, &Default::default(), 10).await;
+    assert_eq!(listed.iter().find(|e| e.id == ev.id).map(|e| &e.created_by), Some(&by), "listed");
+
+    let failed = StoredOutcome::Failed(r#"{"code":-32006,"message":"Upstream failed"}"#.into());
+    assert!(store.finish_event(&ev.id, ev.token, &failed).await.unwrap());
+    assert!(store.restart_event(&ev.id, ev.token + 1).await.unwrap());
+    assert!(store.put_event_steps(&ev.id, ev.token + 1, "[]").await.unwrap());
+    assert_eq!(
+        store.get_event(&ev.id).await.unwrap().unwrap().created_by,
+        by,
+        "finish, restart, steps keep it"
+    );
+    let again = Event { token: ev.token + 2, created_by: Some("someone-else".into()), ..ev.clone() };
+    assert!(store.put_event(&again).await.unwrap());
+    let got = store.get_event(&ev.id).await.unwrap().unwrap();
+    assert_eq!((got.token, got.created_by), (ev.token + 2, by), "a newer write keeps the creator");
+
+    let anonymous = event(&fresh_key("flow", "evt-by-none"), TTL);
+    assert!(store.put_event(&anonymous).await.unwrap());
+    assert_eq!(store.get_event(&anonymous.id).await.unwrap().unwrap().created_by, None);
+
+    let short_key = fresh_key("flow", "evt-by-expired");
+    let short = Event { created_by: Some("first".into()), ..event(&short_key, Duration::from_millis(200)) };
+    assert!(store.put_event(&short).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    let later = Event { id: short.id.clone(), created_by: Some("second".into()), ..event(&short_key, TTL) };
+    assert!(store.put_event(&later).await.unwrap());
+    let got = store.get_event(&short.id).await.unwrap().unwrap().created_by;
+    assert_eq!(got.as_deref(), Some("second"), "an expired event's successor has its own creator");
 }

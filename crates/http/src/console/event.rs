@@ -50,6 +50,7 @@ pub(crate) async fn page(
             dt { "Flow" } dd #flow { (event.record.method) }
             dt { "Tags" } dd.tags { @for t in &event.tags { span.tag { (t) } " " } }
             dt { "Created (UTC)" } dd { (time(event.created_at_ms)) }
+            dt { "Created by" } dd #created-by { @match &event.created_by { Some(by) => code { (by) }, None => span.empty { "—" } } }
         }
         h2 { "Params" }
         @match &event.params { Some(p) => (json(p, redact)), None => p.empty { "none" } }
@@ -195,7 +196,7 @@ pub(crate) async fn redrive(
     };
     let conflict = |message: &str| refused(&st, StatusCode::CONFLICT, "conflict", message);
     let cid = oncerpc_core::generated_id();
-    match st.dispatcher.redrive(event, cid.clone()).await {
+    match st.dispatcher.redrive(event, cid.clone(), None).await {
         Ok(IdempotencyStatus::New) => {
             tracing::info!(correlation_id = %cid, event_id = %id, tenant = %oncerpc_core::LogSafe(&session.tenant), "console: event re-driven");
         }
