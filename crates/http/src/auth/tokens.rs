@@ -222,7 +222,7 @@ impl Issuers {
         }
     }
 
-    /// Fetch, within [`FETCH_TIMEOUT`], the keys of every issuer whose keys were never
+    /// Fetch, within `FETCH_TIMEOUT`, the keys of every issuer whose keys were never
     /// fetched: for issuers consulted now and then (the console's sign-in) instead of kept
     /// fresh by [`start`](Self::start); a rotated key is still fetched when a token names it.
     /// `Err`: why they cannot be had (for the caller's one log line).

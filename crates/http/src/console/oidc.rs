@@ -4,7 +4,7 @@
 //! * `GET /console/oidc/start` reads the provider's endpoints (discovery at
 //!   `{issuer}/.well-known/openid-configuration`, whose `issuer` must be the configured one;
 //!   kept an hour), remembers a fresh `state` with its PKCE verifier, nonce and the browser's
-//!   binding cookie ([`pending`](super::pending): bounded, five minutes, single use) and sends
+//!   binding cookie (`pending.rs`: bounded, five minutes, single use) and sends
 //!   the browser to the provider.
 //! * `GET /console/oidc/callback` takes the `state` out (unknown, used, expired, or another
 //!   browser's: `400`), exchanges the code at the token endpoint with the client secret
@@ -19,7 +19,7 @@
 //!
 //! Every refusal is a page with its status, counted in `oncerpc_console_refusals_total{reason}`
 //! (`oidc_*`) and logged once; a provider that is down, slow or answers garbage is `503` within
-//! [`FETCH_TIMEOUT`]. The code, the tokens and the state are never logged or shown.
+//! `FETCH_TIMEOUT`. The code, the tokens and the state are never logged or shown.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
