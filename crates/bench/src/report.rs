@@ -1,5 +1,9 @@
 //! The report: medians per (scenario, server), ratios, peak RSS, the Markdown table and the
 //! JSON document, written with the chart (`chart.rs`) at the end of a run or by `redraw`.
+//!
+//! Why one file of about 730 lines: the Markdown tables and the JSON document are two views
+//! of the same rows, built by the same functions; splitting the writers from the rows would
+//! only move the shared helpers into a third file.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};

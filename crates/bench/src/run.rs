@@ -1,6 +1,9 @@
 //! The run: build, start the servers, create the duplicate keys, then repetition by repetition
 //! every (scenario, server) once: checks, warm-up, the measured wrk run with the CPU times and
 //! counters around it; finally the report.
+//!
+//! Why one file of about 610 lines: it is the run's sequence, step after step, in the order it
+//! happens; the checks, servers, processes and report it calls are modules of their own.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,10 @@
 //! `oncerpc_core::store_suite!(make_store);` where `async fn make_store() -> Arc<dyn Store>`
 //! returns a ready store. Each check uses a fresh random tenant, so stores shared between
 //! tests (a Redis or PostgreSQL server) need no cleanup.
+//!
+//! Why one file of about 730 lines: it is the behaviour contract every store must meet (the
+//! `store_suite!` macro and the test functions it instantiates), read as one list by whoever
+//! writes a store; the event, journal and listing parts already live in `testkit/`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -60,6 +60,10 @@
 //! assert!(dispatcher(Registry::new(), "postgres://postgres@127.0.0.1:1/oncerpc").await.is_err());
 //! # });
 //! ```
+//!
+//! Why one file of about 740 lines: it is the one `impl Store for PgStore`, each operation a
+//! transaction next to the SQL it runs; the schema and migrations (`schema.rs`), row decoding
+//! (`rows.rs`), batching (`group.rs`) and TLS (`tls.rs`) are apart already.
 
 use std::time::Duration;
 
