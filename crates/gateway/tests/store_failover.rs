@@ -327,8 +327,9 @@ async fn redis_shard_without_its_replica_degrades_only_its_keys() {
     }
     assert!(!failed.is_empty() && failed.len() < keys.len(), "some keys on the short shard: {failed:?}");
     // The answers may reach us before the reader of the gateway's stderr has seen its lines.
-    let wait_said =
-        gw.wait_log(Duration::from_secs(10), |l| l.contains("written to 0 of 1 replicas within 1000 ms"));
+    let wait_said = gw
+        .wait_log(Duration::from_secs(10), |l| l.contains("written to 0 of 1 replicas within 1000 ms"))
+        .await;
     let log = gw.log().join("\n");
     assert!(wait_said.is_some(), "the WAIT's own answer is logged:\n{log}");
     assert!(!log.contains("timed out"), "no call waited behind another's WAIT:\n{log}");
@@ -338,9 +339,9 @@ async fn redis_shard_without_its_replica_degrades_only_its_keys() {
         let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(v["error"]["code"], -32004, "{key}: {v}\n{}", gw.log().join("\n"));
     }
-    let given_back = gw.wait_log(Duration::from_secs(10), |l| {
-        l.contains("claim not confirmed: given back, command not run")
-    });
+    let given_back = gw
+        .wait_log(Duration::from_secs(10), |l| l.contains("claim not confirmed: given back, command not run"))
+        .await;
     assert!(given_back.is_some(), "{}", gw.log().join("\n"));
 
     drop(stopped);
@@ -536,9 +537,11 @@ async fn postgres_promoted_standby_that_hangs_is_a_store_that_fails() {
     health.stop();
 
     assert!(seen.codes.lock().unwrap().get(&-32004).is_some(), "the hang was answered -32004");
-    let named = gw.wait_log(Duration::from_secs(10), |l| {
-        l.contains("did not answer within 3000 ms (store.op_timeout_ms)")
-    });
+    let named = gw
+        .wait_log(Duration::from_secs(10), |l| {
+            l.contains("did not answer within 3000 ms (store.op_timeout_ms)")
+        })
+        .await;
     assert!(named.is_some(), "the bound is named in the log:\n{}", gw.log().join("\n"));
     each_ran_once(&up, &base, &method, &keys, &seen).await;
 }
