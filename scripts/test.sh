@@ -61,13 +61,14 @@ fi
 
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
 # signing libraries (standardwebhooks, stripe), for tests/webhooks.rs; the official MCP Python
-# SDK (mcp), for tests/mcp_stdio.rs.
+# SDK (mcp), for tests/mcp_stdio.rs; PyJWT, for the MCP upstream that checks oncerpc's access
+# tokens (tests/upstream_oauth.rs).
 PYVENV="target/py-venv"
-if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp' 2>/dev/null; then
-  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe and mcp into $PYVENV"
+if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp, jwt' 2>/dev/null; then
+  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe, mcp and pyjwt into $PYVENV"
   { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31' \
-      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3'; } \
-    || need "python3 with jsonrpcclient, standardwebhooks, stripe and mcp"
+      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3' 'pyjwt[crypto]>=2.10.1'; } \
+    || need "python3 with jsonrpcclient, standardwebhooks, stripe, mcp and pyjwt"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 

@@ -29,46 +29,7 @@ pub struct StepConfig {
     pub oauth: Option<OAuthClient>,
 }
 
-/// `oauth = { token_url, client_id, client_secret, scope, audience }`: oncerpc's own client at
-/// an upstream's authorization server (the client-credentials grant, `client_secret_basic`).
-#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct OAuthClient {
-    pub token_url: String,
-    pub client_id: String,
-    /// Put it in the environment: `"${NAME}"`.
-    pub client_secret: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
-    /// The upstream as a resource (sent as `audience` and `resource`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audience: Option<String>,
-}
-
-impl std::fmt::Debug for OAuthClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret.
-        f.debug_struct("OAuthClient")
-            .field("token_url", &self.token_url)
-            .field("client_id", &self.client_id)
-            .field("scope", &self.scope)
-            .field("audience", &self.audience)
-            .finish()
-    }
-}
-
-impl OAuthClient {
-    /// Its own rules; `at` names the key in errors.
-    pub fn check(&self, at: &str) -> Result<(), String> {
-        if !(self.token_url.starts_with("https://") || self.token_url.starts_with("http://")) {
-            return Err(format!("{at}.token_url must be an http:// or https:// URL"));
-        }
-        if self.client_id.is_empty() || self.client_secret.is_empty() {
-            return Err(format!("{at}: client_id and client_secret are required"));
-        }
-        Ok(())
-    }
-}
+pub use oncerpc_mcp_upstream::oauth::OAuthClient;
 
 /// `[[methods.steps]] mcp = { upstream = "mail", tool = "send_message" }`: the step calls one
 /// tool of an upstream (its own name, without the prefix) with the step's input as arguments.

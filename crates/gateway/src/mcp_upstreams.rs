@@ -43,6 +43,11 @@ pub struct UpstreamConfig {
     /// be `"${NAME}"`). A client's are never passed through.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// oncerpc's own OAuth client at the upstream's authorization server (the
+    /// client-credentials grant): its access token on every request, fetched again once on a
+    /// `401`. Instead of a fixed `Authorization` header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<oncerpc_flows::OAuthClient>,
     /// Glob patterns of the upstream's tool names to offer; empty: all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
@@ -117,6 +122,15 @@ impl UpstreamConfig {
         if self.url.is_none() && !self.headers.is_empty() {
             return Err(format!("mcp.upstreams.{name}.headers are for url upstreams; a command gets env"));
         }
+        if let Some(o) = &self.oauth {
+            if self.url.is_none() {
+                return Err(format!("mcp.upstreams.{name}.oauth is for url upstreams; a command gets env"));
+            }
+            if self.headers.keys().any(|k| k.eq_ignore_ascii_case("authorization")) {
+                return Err(format!("mcp.upstreams.{name}: set oauth or an Authorization header, not both"));
+            }
+            o.check(&format!("mcp.upstreams.{name}.oauth"))?;
+        }
         if self.url.is_some() && (!self.env.is_empty() || !self.args.is_empty()) {
             return Err(format!("mcp.upstreams.{name}: args and env are for command upstreams"));
         }
@@ -176,6 +190,7 @@ impl UpstreamConfig {
             (Some(url), _) => Transport::Http {
                 url: url.clone(),
                 headers: self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                oauth: self.oauth.clone(),
             },
             (None, command) => Transport::Stdio {
                 command: command.clone().unwrap_or_default(),
@@ -392,6 +407,35 @@ mod tests {
         assert!(!refused.contains("s3cret"), "the refusal does not repeat the secret: {refused}");
         upstream("https://mail.example/mcp?to=a@b.example").check().expect("an @ after the host is no user");
         upstream("http://127.0.0.1:9000/mcp").check().expect("a plain URL");
+    }
+
+    #[test]
+    fn an_oauth_client_is_for_a_url_upstream_without_an_authorization_header() {
+        let oauth = "oauth = { token_url = \"https://idp.example/token\", client_id = \"gw\", client_secret = \"s3cret\" }";
+        let upstream = |rest: &str| -> UpstreamConfig {
+            toml::from_str(&format!("name = \"mail\"\n{rest}")).expect("an upstream")
+        };
+        let ok = upstream(&format!("url = \"https://mail.example/mcp\"\n{oauth}"));
+        ok.check().expect("a url upstream with an OAuth client");
+        match ok.spec(crate::mcp::ToolNames::Safe).transport {
+            Transport::Http { oauth: Some(o), .. } => assert_eq!(o.client_id, "gw"),
+            other => panic!("the client reaches the transport: {other:?}"),
+        }
+        for (rest, why) in [
+            (format!("command = \"mail-mcp\"\n{oauth}"), "oauth is for url upstreams"),
+            (
+                format!("url = \"https://mail.example/mcp\"\nheaders = {{ Authorization = \"Bearer x\" }}\n{oauth}"),
+                "set oauth or an Authorization header, not both",
+            ),
+            (
+                "url = \"https://mail.example/mcp\"\noauth = { token_url = \"ftp://x\", client_id = \"gw\", client_secret = \"s\" }".to_owned(),
+                "oauth.token_url must be an http:// or https:// URL",
+            ),
+        ] {
+            let refused = upstream(&rest).check().unwrap_err();
+            assert!(refused.contains(why), "{rest}: {refused}");
+            assert!(!refused.contains("s3cret"), "never the secret: {refused}");
+        }
     }
 
     #[test]

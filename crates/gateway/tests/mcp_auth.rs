@@ -2,7 +2,8 @@
 //! server (oidc-provider) and the official TypeScript SDK's OAuth client: a host that starts
 //! with no token follows oncerpc's `401` to its protected resource metadata (RFC 9728), gets a
 //! token from the authorization server for the resource the metadata names, and calls a tool
-//! once per key. `tools/list` shows a caller only what it may call, a tool it may not call is a
+//! once per key; a host without a client registers one first (dynamic client registration).
+//! `tools/list` shows a caller only what it may call, a tool it may not call is a
 //! `403` step-up challenge, and a session opened by one subject is unknown to another.
 //!
 //! Outside CI a missing authorization server or SDK skips a test with a printed reason; in CI
@@ -120,6 +121,22 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     );
     assert_eq!(seen["token_aud"], resource.as_str(), "a token bound to this resource: {seen}");
     assert_eq!(up.count("charge"), 1, "the tool ran once");
+    // A host with no client at the authorization server registers one (dynamic client
+    // registration, RFC 7591), then signs in with it the same way.
+    let dcr_key = unique("oauth-dcr");
+    let dcr_args = [&resource, &idp.issuer(), "register:acme-agent", "", "orders:read orders:write", &dcr_key];
+    let client = mcp_clients::typescript_script("mcp_oauth_client.mjs", &dcr_args).expect("the SDK is there");
+    let seen = mcp_clients::summary(client).await;
+    let registered = seen["client_id"].as_str().unwrap_or_default().to_owned();
+    assert!(!registered.is_empty() && registered != "acme-service", "a client of its own: {seen}");
+    assert_eq!(seen["token_client_id"], registered.as_str(), "its token is its own: {seen}");
+    assert_eq!(seen["tools"], json!(["orders_create", "orders_read"]), "{seen}");
+    assert_eq!(
+        (seen["first"]["status"].as_str(), seen["again"]["status"].as_str()),
+        (Some("new"), Some("duplicate")),
+        "{seen}"
+    );
+    assert_eq!(up.count("charge"), 2, "its tool ran once more");
     // The Python SDK's OAuth client, the same way.
     let py_key = unique("oauth-py");
     let py_args = [&resource, "acme-service", "acme-client-s3cr3t-0001", "orders:read orders:write", &py_key];
@@ -132,7 +149,7 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
             "{seen}"
         );
         assert_eq!(seen["had_token"], true, "{seen}");
-        assert_eq!(up.count("charge"), 2, "its tool ran once more");
+        assert_eq!(up.count("charge"), 3, "its tool ran once more");
     }
 
     let charges = up.count("charge");

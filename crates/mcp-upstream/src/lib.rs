@@ -20,6 +20,7 @@ mod client;
 pub mod export;
 pub mod link;
 pub mod metrics;
+pub mod oauth;
 mod shared;
 mod wire;
 
@@ -38,8 +39,9 @@ pub use metrics::UpstreamMetrics;
 #[derive(Debug, Clone)]
 pub enum Transport {
     /// Streamable HTTP at this URL, with these headers on every request (oncerpc's own
-    /// credentials for the upstream; a client's are never passed through).
-    Http { url: String, headers: Vec<(String, String)> },
+    /// credentials for the upstream; a client's are never passed through), and with
+    /// `oauth`, oncerpc's own access token from the upstream's authorization server.
+    Http { url: String, headers: Vec<(String, String)>, oauth: Option<oauth::OAuthClient> },
     /// A command started by oncerpc, speaking MCP on its stdin/stdout; restarted with backoff
     /// when it exits.
     Stdio { command: String, args: Vec<String>, env: Vec<(String, String)> },

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -17,6 +17,7 @@ use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::call::{failed, timed_out};
 use crate::client::{Connection, Listing};
+use crate::oauth::TokenSource;
 use crate::shared::{Era, Headers, Listeners, Shared};
 use crate::wire::Wire;
 use crate::wire::http::HttpWire;
@@ -47,6 +48,9 @@ pub struct Link {
     next_token: AtomicI64,
     /// Each listed tool's `x-mcp-header` arguments: (header, path to the argument).
     header_params: RwLock<HashMap<String, HeaderParams>>,
+    /// Its access tokens (`oauth`), made with the first connection's HTTP client and kept
+    /// across connections, so a token outlives a reconnect.
+    tokens: OnceLock<Option<Arc<TokenSource>>>,
 }
 
 /// A tool's `x-mcp-header` arguments: each header's name and the path to its argument.
@@ -80,6 +84,7 @@ impl Link {
             listeners: Arc::default(),
             next_token: AtomicI64::new(1),
             header_params: RwLock::default(),
+            tokens: OnceLock::new(),
         }))
     }
 
@@ -100,8 +105,11 @@ impl Link {
     async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
         let shared = || Shared::new(self.listeners.clone(), self.relist.clone());
         let open = |shared: Arc<Shared>| match &self.spec.transport {
-            Transport::Http { url, headers } => {
-                HttpWire::open(http.clone(), url, headers, shared).map(Wire::Http)
+            Transport::Http { url, headers, oauth } => {
+                let tokens = self
+                    .tokens
+                    .get_or_init(|| oauth.clone().map(|o| Arc::new(TokenSource::new(o, http.clone()))));
+                HttpWire::open(http.clone(), url, headers, tokens.clone(), shared).map(Wire::Http)
             }
             Transport::Stdio { command, args, env } => {
                 StdioWire::open(command, args, env, shared).map(Wire::Stdio)
@@ -356,7 +364,7 @@ mod tests {
     fn link() -> Arc<Link> {
         let spec = UpstreamSpec {
             name: "up".into(),
-            transport: Transport::Http { url: "http://127.0.0.1:9/mcp".into(), headers: vec![] },
+            transport: Transport::Http { url: "http://127.0.0.1:9/mcp".into(), headers: vec![], oauth: None },
             tools: vec![],
             prefix: String::new(),
             timeout: Duration::from_secs(1),

@@ -2,7 +2,9 @@
 // signs in with OAuth: it starts with no token, gets oncerpc's 401, follows the protected
 // resource metadata (RFC 9728) to the authorization server, gets a token by the
 // client-credentials grant (ClientCredentialsProvider) for the resource the metadata names, and
-// calls a tool.
+// calls a tool. With CLIENT_ID "register:NAME" it has no client yet: the SDK registers one
+// named NAME at the authorization server's registration endpoint (dynamic client registration,
+// RFC 7591) and uses the client id and secret it is given.
 //
 // Usage: node mcp_oauth_client.mjs URL ISSUER CLIENT_ID CLIENT_SECRET SCOPE KEY
 //        (NODE_PATH: the node_modules holding the SDK)
@@ -17,7 +19,21 @@ const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/cli
 const { ClientCredentialsProvider } = require("@modelcontextprotocol/sdk/client/auth-extensions.js");
 
 const [url, issuer, clientId, clientSecret, scope, key] = process.argv.slice(2);
-const authProvider = new ClientCredentialsProvider({ clientId, clientSecret, scope, expectedIssuer: issuer });
+
+// A client-credentials client that registers itself first.
+class RegisteringProvider extends ClientCredentialsProvider {
+  constructor(name) {
+    super({ clientId: "unregistered", clientSecret: "", scope, clientName: name, expectedIssuer: issuer });
+    this._clientInfo = undefined;
+  }
+  get clientMetadata() {
+    // No redirect: no authorization-code flow, so no response types; ES256 is the server's key.
+    return { ...super.clientMetadata, response_types: [], id_token_signed_response_alg: "ES256" };
+  }
+}
+const authProvider = clientId.startsWith("register:")
+  ? new RegisteringProvider(clientId.slice("register:".length))
+  : new ClientCredentialsProvider({ clientId, clientSecret, scope, expectedIssuer: issuer });
 const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider });
 const client = new Client({ name: "oncerpc-oauth-test", version: "1.0.0" });
 await client.connect(transport);
@@ -33,5 +49,7 @@ console.log(JSON.stringify({
   again: { status: status(again), is_error: again.isError ?? false },
   token_kid: JSON.parse(Buffer.from(token.split(".")[0], "base64url").toString()).kid,
   token_aud: JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).aud,
+  token_client_id: JSON.parse(Buffer.from(token.split(".")[1], "base64url").toString()).client_id,
+  client_id: authProvider.clientInformation()?.client_id,
 }));
 await transport.close();

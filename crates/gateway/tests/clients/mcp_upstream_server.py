@@ -16,8 +16,16 @@ times with `size`-byte messages, `pause_ms` apart), `unlock_refund` (adds a `ref
 notifications/tools/list_changed), `ship` (reports progress three times when the call has a
 progress token; its `region` argument is marked `x-mcp-header: Region`). The commands take an optional `idempotency_key` argument of their
 own, as some servers do (oncerpc's `key_argument`).
+
+With UPSTREAM_ISSUER and UPSTREAM_AUDIENCE set (http only), it is an OAuth resource server:
+every request must carry `Authorization: Bearer` with a JWT signed by a key of the issuer's
+JWKS (fetched from ISSUER/jwks, as oidc-provider serves it) for that audience, else `401`. Each
+request is logged as {"bearer": first 16 hex of the token's SHA-256, "accepted", "client_id"}.
+While the file LOG.refuse exists, the next token presented is refused from then on (and the
+file removed): a token the upstream revoked.
 """
 import asyncio
+import hashlib
 import json
 import os
 import sys
@@ -143,10 +151,59 @@ def balance(ctx: Context) -> dict:
     return {"balance": 100}
 
 
+class BearerCheck:
+    """An ASGI layer in front of the SDK's app: the resource-server checks described above."""
+
+    def __init__(self, app, issuer, audience):
+        import jwt
+
+        self.app, self.issuer, self.audience = app, issuer, audience
+        self.jwks = jwt.PyJWKClient(f"{issuer}/jwks", cache_keys=True)
+        self.refused = set()
+
+    def claims(self, token):
+        import jwt
+
+        try:
+            key = self.jwks.get_signing_key_from_jwt(token)
+            return jwt.decode(token, key.key, algorithms=["ES256", "RS256", "EdDSA"],
+                              audience=self.audience, issuer=self.issuer)
+        except Exception:
+            return None
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        if token and os.path.exists(LOG + ".refuse"):
+            os.remove(LOG + ".refuse")
+            self.refused.add(token)
+        claims = None
+        if token and token not in self.refused:
+            claims = await asyncio.to_thread(self.claims, token)
+        record({"bearer": hashlib.sha256(token.encode()).hexdigest()[:16] if token else None,
+                "accepted": claims is not None, "client_id": (claims or {}).get("client_id"),
+                "http_method": scope["method"]})
+        if claims is None:
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", b'Bearer error="invalid_token"')]})
+            await send({"type": "http.response.body", "body": b'{"error":"invalid_token"}'})
+            return
+        await self.app(scope, receive, send)
+
+
 if __name__ == "__main__":
     record({"started": os.getpid()})
     if sys.argv[2] == "stdio":
         mcp.run(transport="stdio")
+    elif os.environ.get("UPSTREAM_ISSUER"):
+        import uvicorn
+
+        app = BearerCheck(mcp.streamable_http_app(), os.environ["UPSTREAM_ISSUER"],
+                          os.environ["UPSTREAM_AUDIENCE"])
+        uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning")
     else:
         mcp.settings.host = "127.0.0.1"
         mcp.settings.port = int(sys.argv[3])

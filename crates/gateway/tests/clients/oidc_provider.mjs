@@ -10,8 +10,11 @@
 // Clients (client_secret_basic): acme-service (orders:read orders:write), acme-reader
 // (orders:read), beta-service (orders:read orders:write), gamma-service (a tenant oncerpc does
 // not have), and oncerpc-gateway (oncerpc's own, for introspection). Every access token carries
-// org_id: the client id's first part. A token for RESOURCE is a JWT, for RESOURCE + "opaque" an
-// opaque one (introspection at /token/introspection says what it is).
+// org_id: the first part of the client's name (a registered client's client_name, else its id).
+// A token for RESOURCE is a JWT, for RESOURCE + "opaque" an opaque one (introspection at
+// /token/introspection says what it is), for UPSTREAM_RESOURCE a JWT too: the MCP upstream
+// oncerpc itself calls (its audience, not oncerpc's).
+// Dynamic client registration (RFC 7591) is open at /reg: an MCP host may register itself.
 // With ONCERPC_CONSOLE_REDIRECT set, oncerpc-console (secret oncerpc-console-s3cr3t-0006) signs
 // operators in to the console: the authorization code grant with PKCE, redirected to exactly
 // that URL. Its login and consent pages are oidc-provider's development ones: any login with
@@ -36,6 +39,7 @@ if (mode === "keygen") {
 }
 
 const [port, resource, ...keyFiles] = args;
+const UPSTREAM_RESOURCE = "http://mcp-upstream.test/";
 const { default: Provider, errors } = await load("oidc-provider");
 const keys = keyFiles.map((f) => JSON.parse(fs.readFileSync(f, "utf8")));
 const client = (client_id, client_secret, scope) => ({
@@ -84,6 +88,7 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
     introspection: { enabled: true },
     // The development login and consent pages, for the console's sign-in.
     devInteractions: { enabled: Boolean(consoleRedirect) },
+    registration: { enabled: true },
     resourceIndicators: {
       enabled: true,
       // The console's sign-in asks for no resource: its access token is for userinfo only.
@@ -93,6 +98,9 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
       getResourceServerInfo: (_ctx, indicator) => {
         if (indicator === `${resource}opaque`) {
           return { scope: "orders:read orders:write", audience: indicator, accessTokenTTL: 600, accessTokenFormat: "opaque" };
+        }
+        if (indicator === UPSTREAM_RESOURCE) {
+          return { scope: "orders:read", audience: indicator, accessTokenTTL: 600, accessTokenFormat: "jwt", jwt: { sign: { alg: "ES256" } } };
         }
         if (indicator !== resource) throw new errors.InvalidTarget();
         return {
@@ -105,6 +113,8 @@ const provider = new Provider(`http://127.0.0.1:${port}`, {
       },
     },
   },
-  extraTokenClaims: (_ctx, token) => ({ org_id: token.clientId.split("-")[0] }),
+  extraTokenClaims: (ctx, token) => ({
+    org_id: (ctx.oidc.client?.clientName ?? token.clientId).split("-")[0],
+  }),
 });
 provider.listen(Number(port), "127.0.0.1", () => console.log(`listening on ${port}`));

@@ -76,7 +76,14 @@ impl HttpUpstream {
 
     /// [`start`](Self::start) on `port` (a test that names the URL before the server is up).
     pub async fn start_on(python: &str, log: &Executions, port: u16) -> HttpUpstream {
+        Self::start_env(python, log, port, &[]).await
+    }
+
+    /// [`start_on`](Self::start_on) with these environment variables (`UPSTREAM_ISSUER` and
+    /// `UPSTREAM_AUDIENCE`: it checks access tokens).
+    pub async fn start_env(python: &str, log: &Executions, port: u16, env: &[(&str, &str)]) -> HttpUpstream {
         let child = Command::new(python)
+            .envs(env.iter().copied())
             .arg(mcp_clients::client_script("mcp_upstream_server.py"))
             .arg(&log.0)
             .args(["http", &port.to_string()])

@@ -16,6 +16,7 @@ use reqwest::{Response, StatusCode};
 use serde_json::Value;
 use sse_stream::SseStream;
 
+use crate::oauth::TokenSource;
 use crate::shared::{Era, Failure, Headers, MAX_MESSAGE, Shared};
 
 const SESSION_ID: &str = "mcp-session-id";
@@ -25,6 +26,8 @@ pub(crate) struct HttpWire {
     url: String,
     /// The config's headers for this upstream (oncerpc's own credentials).
     headers: HeaderMap,
+    /// oncerpc's own access tokens for the upstream (`oauth`): one on every request.
+    tokens: Option<Arc<TokenSource>>,
     session: Mutex<Option<HeaderValue>>,
     /// The era of the last message sent: what an answer to the upstream's request uses.
     era: Mutex<Option<Era>>,
@@ -48,6 +51,7 @@ impl HttpWire {
         client: reqwest::Client,
         url: &str,
         headers: &[(String, String)],
+        tokens: Option<Arc<TokenSource>>,
         shared: Arc<Shared>,
     ) -> Result<Arc<HttpWire>, String> {
         let mut map = HeaderMap::new();
@@ -60,6 +64,7 @@ impl HttpWire {
             client,
             url: url.to_owned(),
             headers: map,
+            tokens,
             session: Mutex::default(),
             era: Mutex::default(),
             shared,
@@ -86,6 +91,36 @@ impl HttpWire {
         req
     }
 
+    /// oncerpc's access token for the upstream, if it has an `oauth` client: the cached one,
+    /// or one fetched now. A token endpoint that fails fails this message (nothing was sent).
+    async fn bearer(&self) -> Result<Option<Arc<str>>, Failure> {
+        let Some(tokens) = &self.tokens else { return Ok(None) };
+        match tokens.token().await {
+            Ok(token) => Ok(Some(token)),
+            Err(why) => Err(Failure::Garbage(format!("no access token for the upstream: {why}"))),
+        }
+    }
+
+    /// Send `req` with oncerpc's `token`; an upstream that refuses it (`401`) makes it fetch
+    /// a new one and send once more.
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        token: Option<Arc<str>>,
+    ) -> Result<Response, reqwest::Error> {
+        let again = req.try_clone();
+        let resp = with_token(req, token.as_deref()).send().await?;
+        let (Some(token), Some(tokens), Some(again)) = (token, &self.tokens, again) else { return Ok(resp) };
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        drop(resp);
+        tokens.forget(&token);
+        tracing::info!("MCP upstream refused oncerpc's access token (401): fetching a new one, once");
+        let fresh = self.bearer().await.ok().flatten();
+        with_token(again, fresh.as_deref()).send().await
+    }
+
     async fn post(
         &self,
         message: &Value,
@@ -109,7 +144,8 @@ impl HttpWire {
         }
         let body = serde_json::to_vec(message).map_err(|e| Failure::Garbage(e.to_string()))?;
         // The URL stays out of the error (and so of the log): its query may hold a token.
-        match req.body(body).send().await.map_err(reqwest::Error::without_url) {
+        let token = self.bearer().await?;
+        match self.send(req.body(body), token).await.map_err(reqwest::Error::without_url) {
             Ok(resp) => Ok(resp),
             // No answer in time is this request's failure; anything else (refused, reset,
             // TLS) means the upstream is not there: the connection is made again.
@@ -220,11 +256,15 @@ impl HttpWire {
             let shared = self.shared.clone();
             let listening = async {
                 loop {
-                    let sent = self
-                        .builder(reqwest::Method::GET, &era)
-                        .header(ACCEPT, "text/event-stream")
-                        .send()
-                        .await;
+                    let get = self.builder(reqwest::Method::GET, &era).header(ACCEPT, "text/event-stream");
+                    // Without a token (its endpoint failing) the stream waits for the next round.
+                    let sent = match self.bearer().await {
+                        Ok(token) => self.send(get, token).await,
+                        Err(_) => {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    };
                     match sent {
                         Ok(resp) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => return,
                         Ok(resp) if resp.status() == StatusCode::NOT_FOUND => {
@@ -252,9 +292,19 @@ impl HttpWire {
             return;
         }
         let req = self.builder(reqwest::Method::DELETE, era);
+        let token = self.tokens.as_ref().and_then(|t| t.cached());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), req.send()).await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), with_token(req, token.as_deref()).send()).await;
         });
+    }
+}
+
+/// `req` with `Authorization: Bearer token`, if there is a token.
+fn with_token(req: reqwest::RequestBuilder, token: Option<&str>) -> reqwest::RequestBuilder {
+    match token {
+        Some(token) => req.bearer_auth(token),
+        None => req,
     }
 }
 
