@@ -17,9 +17,10 @@ use std::time::Instant;
 use oncerpc_bench::median;
 use serde::{Deserialize, Serialize};
 
+use crate::cells::thousands;
 use crate::procs;
-use crate::report::thousands;
-use crate::run::{Bench, RunRecord};
+use crate::record::{AnchorRun, AnchorSummary, PgbenchStats, RunRecord};
+use crate::state::Bench;
 
 /// The row's title in the commands table.
 pub const TITLE: &str = "pgbench anchor: the store's two statements per key, -c 16";
@@ -30,51 +31,6 @@ const THREADS: u32 = 2;
 /// `t` when the store's table and token sequence exist (`oncerpc-postgres` creates them).
 const TABLE_EXISTS: &str =
     "SELECT to_regclass('oncerpc_records') IS NOT NULL AND to_regclass('oncerpc_tokens') IS NOT NULL";
-
-/// What pgbench reported.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PgbenchStats {
-    /// Transactions (= keys) per second, without the initial connection time.
-    pub tps: f64,
-    pub latency_avg_ms: f64,
-    pub transactions: u64,
-    pub failed: u64,
-}
-
-/// One repetition of the anchor.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AnchorRun {
-    pub rep: u32,
-    pub command: String,
-    pub stats: Option<PgbenchStats>,
-    /// Why this repetition has no numbers (skipped or failed).
-    pub error: Option<String>,
-    /// CPU during the run, in cores: pgbench, and the rest of the machine (mostly PostgreSQL).
-    pub pgbench_cpu: f64,
-    pub other_cpu: f64,
-    pub compilers_seen: bool,
-}
-
-/// The anchor over the repetitions, and oncerpc's new-key PostgreSQL row against it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AnchorSummary {
-    pub title: String,
-    pub command: String,
-    pub reps: usize,
-    /// Medians over the repetitions.
-    pub keys_per_s: f64,
-    pub latency_avg_ms: f64,
-    pub keys_per_s_each: Vec<f64>,
-    pub transactions: u64,
-    pub failed: u64,
-    pub pgbench_cpu: f64,
-    pub other_cpu: f64,
-    pub compilers_seen: bool,
-    /// Per repetition with both: `cmd-new-postgres` req/s ÷ the anchor's keys/s.
-    pub postgres_per_anchor_each: Vec<f64>,
-    /// The median of `postgres_per_anchor_each`.
-    pub postgres_per_anchor: Option<f64>,
-}
 
 /// The numbers of pgbench's report (`tps = N (without initial connection time)`, `latency
 /// average = X ms`, the transactions processed and failed).

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::report::Report;
+use crate::record::Report;
 
 /// Register the chart's font (DejaVu Sans by default, installing fonts-dejavu-core when
 /// missing); `false` when there is none, and the chart is drawn without text.

@@ -13,21 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::BoxError;
 use crate::cli::Store;
 use crate::client::{self, Resp};
-use crate::run::{Bench, Target};
+use crate::record::CheckFailure;
 use crate::scenarios::{FLOW, FLOW_PATH, KEY_HEADER, Scenario, Server};
+use crate::state::{Bench, Target};
 
 /// Requests sent and judged before each measured run.
 pub const CHECK_REQUESTS: usize = 5;
-
-/// A body sent before the measured run that did not get the right answer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CheckFailure {
-    pub request: String,
-    pub status: Option<u16>,
-    pub idempotency_status: Option<String>,
-    pub response: String,
-    pub why: String,
-}
 
 /// Counters read before and after a measured run.
 #[derive(Debug, Clone, Default)]

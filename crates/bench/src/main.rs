@@ -33,17 +33,20 @@
 //! `cargo test` never starts a load run: only the unit tests run.
 
 mod anchor;
+mod cells;
 mod chart;
 mod checks;
 mod cli;
 mod client;
 mod mcp_report;
 mod procs;
+mod record;
 mod report;
 mod run;
 mod scenarios;
 mod servers;
 mod stalls;
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 
-use crate::report::{Report, Row, pinning, ratio, server_rows};
+use crate::cells::{ratio, server_rows};
+use crate::record::{Report, Row, pinning};
 
 /// (MCP door's server CPU per call ÷ `/rpc`'s, MCP door's req/s ÷ rmcp's) of an MCP row, per
 /// scenario and door.
@@ -81,7 +82,7 @@ pub fn section(w: &mut String, rep: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::tests::row;
+    use crate::record::tests::row;
 
     #[test]
     fn mcp_ratios_per_door() {

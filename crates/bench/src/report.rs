@@ -1,9 +1,5 @@
 //! The report: medians per (scenario, server), ratios, peak RSS, the Markdown table and the
 //! JSON document, written with the chart (`chart.rs`) at the end of a run or by `redraw`.
-//!
-//! Why one file of about 730 lines: the Markdown tables and the JSON document are two views
-//! of the same rows, built by the same functions; splitting the writers from the rows would
-//! only move the shared helpers into a third file.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -11,131 +7,13 @@ use std::path::{Path, PathBuf};
 use oncerpc_bench::median;
 use serde::{Deserialize, Serialize};
 
-use crate::anchor::{self, AnchorRun, AnchorSummary};
+use crate::anchor;
+use crate::cells::{checks, ms, ratio, server_rows, thousands, us};
 use crate::checks::CHECK_REQUESTS;
 use crate::cli::RunArgs;
 use crate::procs::Machine;
-use crate::run::RunRecord;
+use crate::record::{AnchorRun, Meta, ProcInfo, Ratio, Report, Row, RunRecord, rps};
 use crate::{BoxError, chart, workspace_root};
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Meta {
-    pub generated: String,
-    pub command: String,
-    pub machine: Machine,
-    pub oncerpc_git: String,
-    pub rustc: String,
-    pub wrk: String,
-    pub jsonrpsee: String,
-    pub hyper: String,
-    #[serde(default)]
-    pub rmcp: String,
-    pub settings: RunArgs,
-    /// Whether the servers ran pinned to `settings.server_cpu` and wrk to `settings.wrk_cpu`
-    /// (runs before `--pin`: the MCP group only).
-    #[serde(default)]
-    pub pinned: bool,
-    /// Prefix of every idempotency key (and Redis namespace) of this run.
-    pub nonce: String,
-    pub wall_time_s: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ProcInfo {
-    pub name: String,
-    pub serves: String,
-    pub command: String,
-    /// `VmHWM` at the end of the run, MiB.
-    pub peak_rss_mib: Option<f64>,
-}
-
-/// One (scenario, server): medians over the repetitions.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Row {
-    pub scenario: String,
-    pub title: String,
-    pub shared: bool,
-    pub server: String,
-    pub reps: usize,
-    pub req_per_s: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub req_per_s_each: Vec<f64>,
-    pub non_2xx: u64,
-    pub socket_errors: u64,
-    /// Check requests (before the measured runs) and how many were answered wrongly.
-    pub check_requests: usize,
-    pub wrong_answers: usize,
-    /// Runs whose after-run cross-check passed / was done.
-    pub verified_runs: usize,
-    pub verifiable_runs: usize,
-    pub server_cpu: f64,
-    pub wrk_cpu: f64,
-    pub other_cpu: f64,
-    /// Median over the repetitions of this row's req/s ÷ oncerpc's single-call req/s at the
-    /// same connection count in the same repetition (commands and flows).
-    pub commands_per_query: Option<f64>,
-    pub compilers_seen: bool,
-    /// Median over the repetitions of the server's CPU time per request, µs (CPU seconds ÷
-    /// requests wrk counted).
-    #[serde(default)]
-    pub server_cpu_us: f64,
-    /// Median over the repetitions of this row's server CPU per request ÷ oncerpc's
-    /// single-call query's in the same repetition (commands and flows).
-    #[serde(default)]
-    pub cpu_per_query: Option<f64>,
-    /// The store server's own CPU per request, µs (Redis: `INFO cpu`), median.
-    #[serde(default)]
-    pub store_cpu_us: Option<f64>,
-}
-
-impl Row {
-    /// A row of the MCP group.
-    pub fn is_mcp(&self) -> bool {
-        self.scenario.starts_with("mcp-")
-    }
-
-    /// A row of the shared view (nothing pinned).
-    pub fn is_unpinned(&self) -> bool {
-        self.scenario.starts_with("unpinned-")
-    }
-}
-
-impl Row {
-    pub fn errors(&self) -> u64 {
-        self.non_2xx + self.socket_errors + self.wrong_answers as u64
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Ratio {
-    pub scenario: String,
-    pub title: String,
-    pub oncerpc_per_jsonrpsee: Option<f64>,
-    pub oncerpc_per_floor: Option<f64>,
-    /// Server CPU per request, oncerpc ÷ jsonrpsee.
-    #[serde(default)]
-    pub cpu_oncerpc_per_jsonrpsee: Option<f64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Report {
-    pub meta: Meta,
-    pub rows: Vec<Row>,
-    pub ratios: Vec<Ratio>,
-    pub processes: Vec<ProcInfo>,
-    pub skipped: Vec<String>,
-    pub notes: Vec<String>,
-    /// Every answer that was wrong and every failed check, with the request and the response.
-    pub problems: Vec<String>,
-    pub clean: bool,
-    pub runs: Vec<RunRecord>,
-    /// The pgbench anchor of the PostgreSQL rows: each repetition, and the medians.
-    #[serde(default)]
-    pub anchor_runs: Vec<AnchorRun>,
-    #[serde(default)]
-    pub anchor: Option<AnchorSummary>,
-}
 
 fn server_rank(s: &str) -> usize {
     match s {
@@ -309,62 +187,6 @@ fn cpu_us(r: &RunRecord) -> f64 {
     }
     let wall = if r.wall_s > 0.0 { r.wall_s } else { r.wrk.duration_s };
     (r.server_cpu + r.upstream_cpu.unwrap_or(0.0)) * wall * 1e6 / r.wrk.requests as f64
-}
-
-/// How the run placed its processes, for the report's headings.
-pub fn pinning(m: &Meta) -> String {
-    if m.pinned {
-        format!("servers pinned to CPU {}, wrk to CPU {}", m.settings.server_cpu, m.settings.wrk_cpu)
-    } else {
-        "nothing pinned".into()
-    }
-}
-
-/// The median req/s of (scenario, server), when it ran.
-fn rps(rows: &[Row], scenario: &str, server: &str) -> Option<f64> {
-    rows.iter()
-        .find(|r| r.scenario == scenario && r.server == server)
-        .map(|r| r.req_per_s)
-        .filter(|x| !x.is_nan() && *x > 0.0)
-}
-
-/// `12345.6` → `12,346`.
-pub fn thousands(x: f64) -> String {
-    if x.is_nan() {
-        return "–".into();
-    }
-    let s = format!("{:.0}", x);
-    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    format!("{sign}{out}")
-}
-
-pub fn ms(x: f64) -> String {
-    if x.is_nan() { "–".into() } else { format!("{x:.3}") }
-}
-
-/// µs with one decimal, `–` when unknown.
-fn us(x: f64) -> String {
-    if x.is_finite() { format!("{x:.1}") } else { "–".into() }
-}
-
-pub fn ratio(x: Option<f64>) -> String {
-    x.map_or("–".into(), |x| format!("{x:.2}"))
-}
-
-pub fn checks(r: &Row) -> String {
-    let before = format!("{}/{}", r.check_requests - r.wrong_answers, r.check_requests);
-    if r.verifiable_runs == 0 {
-        format!("{before} answers")
-    } else {
-        format!("{before} answers, counters {}/{} runs", r.verified_runs, r.verifiable_runs)
-    }
 }
 
 pub fn markdown(rep: &Report) -> String {
@@ -577,37 +399,6 @@ pub fn markdown(rep: &Report) -> String {
     o
 }
 
-/// The table of `rows` (one per scenario and server, the scenario's title on its first row):
-/// req/s, server CPU µs per `unit`, latency, errors, each repetition, CPU split, checks.
-pub fn server_rows(w: &mut String, rows: &[&Row], unit: &str) {
-    let _ = writeln!(
-        w,
-        "| scenario | server | req/s | server CPU µs per {unit} | p50 ms | p99 ms | errors | req/s per repetition | CPU cores server / wrk / other | checks |"
-    );
-    let _ = writeln!(w, "|---|---|--:|--:|--:|--:|--:|---|---|---|");
-    let mut last = String::new();
-    for r in rows {
-        let title = if r.scenario == last { String::new() } else { r.title.clone() };
-        last = r.scenario.clone();
-        let _ = writeln!(
-            w,
-            "| {title} | {}{} | {} | {} | {} | {} | {} | {} | {:.2} / {:.2} / {:.2} | {} |",
-            r.server,
-            if r.compilers_seen { " †" } else { "" },
-            thousands(r.req_per_s),
-            us(r.server_cpu_us),
-            ms(r.p50_ms),
-            ms(r.p99_ms),
-            r.errors(),
-            r.req_per_s_each.iter().map(|x| thousands(*x)).collect::<Vec<_>>().join(" · "),
-            r.server_cpu,
-            r.wrk_cpu,
-            r.other_cpu,
-            checks(r)
-        );
-    }
-}
-
 /// The table of the shared scenarios (`rows`: the main table's or the shared view's), its
 /// ratios and the access log's cost.
 fn shared_table(w: &mut String, rep: &Report, rows: &[&Row]) {
@@ -690,44 +481,4 @@ pub fn redraw(json: &Path) -> Result<bool, BoxError> {
     let out_dir = json.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     write(&rep, &out_dir, &workspace_root())?;
     Ok(rep.clean)
-}
-
-#[cfg(test)]
-pub mod tests {
-    use super::*;
-
-    pub fn row(scenario: &str, server: &str, rps: f64, cpu_us: f64) -> Row {
-        Row {
-            scenario: scenario.into(),
-            title: scenario.into(),
-            shared: false,
-            server: server.into(),
-            reps: 1,
-            req_per_s: rps,
-            p50_ms: 1.0,
-            p99_ms: 2.0,
-            req_per_s_each: vec![rps],
-            non_2xx: 0,
-            socket_errors: 0,
-            check_requests: 5,
-            wrong_answers: 0,
-            verified_runs: 1,
-            verifiable_runs: 1,
-            server_cpu: 1.0,
-            wrk_cpu: 0.5,
-            other_cpu: 0.0,
-            commands_per_query: None,
-            compilers_seen: false,
-            server_cpu_us: cpu_us,
-            cpu_per_query: None,
-            store_cpu_us: None,
-        }
-    }
-
-    #[test]
-    fn formats_numbers() {
-        assert_eq!(thousands(1234567.4), "1,234,567");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(f64::NAN), "–");
-    }
 }

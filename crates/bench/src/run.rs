@@ -1,9 +1,6 @@
 //! The run: build, start the servers, create the duplicate keys, then repetition by repetition
 //! every (scenario, server) once: checks, warm-up, the measured wrk run with the CPU times and
 //! counters around it; finally the report.
-//!
-//! Why one file of about 610 lines: it is the run's sequence, step after step, in the order it
-//! happens; the checks, servers, processes and report it calls are modules of their own.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,138 +11,15 @@ use bytes::Bytes;
 use oncerpc_bench::wrk::{self, WrkStats};
 use serde::{Deserialize, Serialize};
 
-use crate::anchor::AnchorRun;
-use crate::checks::{CheckFailure, unrecorded, verify};
+use crate::checks::{unrecorded, verify};
 use crate::cli::{Group, RunArgs, Store};
 use crate::client::Client;
 use crate::procs::{self, Proc};
+use crate::record::{Meta, ProcInfo, RunRecord};
 use crate::scenarios::{Scenario, Server, scenarios};
 use crate::servers::log_volume;
+use crate::state::{Bench, McpProcs, Target};
 use crate::{BoxError, report, stalls, workspace_root};
-
-/// One measured wrk run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunRecord {
-    pub rep: u32,
-    pub scenario: String,
-    pub title: String,
-    pub server: String,
-    pub process: String,
-    pub wrk: WrkStats,
-    /// wrk failed or its output could not be read.
-    pub wrk_error: Option<String>,
-    /// CPU used during the measured run, in cores (CPU seconds / wall seconds).
-    pub server_cpu: f64,
-    /// Wall seconds of the measured run (wrk's process, start to exit).
-    #[serde(default)]
-    pub wall_s: f64,
-    pub upstream_cpu: Option<f64>,
-    pub wrk_cpu: f64,
-    /// Everything else on the machine.
-    pub other_cpu: f64,
-    /// A compiler (someone's cargo build) ran during the measured run.
-    pub compilers_seen: bool,
-    pub check_requests: usize,
-    pub check_failures: Vec<CheckFailure>,
-    /// The after-run cross-check against oncerpc's counters (`None`: nothing to read).
-    pub verified: Option<bool>,
-    pub verification: String,
-    /// New-key runs: executions (side effects) beyond the `new` count of the metrics, i.e.
-    /// requests left in flight by wrk's stop that ran without being counted.
-    pub unrecorded_executions: u64,
-    /// The store server's CPU per request wrk counted, µs (Redis rows: its `INFO cpu`).
-    #[serde(default)]
-    pub store_cpu_us: Option<f64>,
-    /// The edge row: the server's resident set (`VmRSS`, MiB) at the end of the measured run,
-    /// the stalled connections still open.
-    #[serde(default)]
-    pub stalled_rss_mib: Option<f64>,
-}
-
-impl RunRecord {
-    /// A run about to start: nothing measured or checked yet.
-    pub fn start(rep: u32, scenario: String, title: String, server: String, process: String) -> RunRecord {
-        RunRecord {
-            rep,
-            scenario,
-            title,
-            server,
-            process,
-            wrk: WrkStats::default(),
-            wrk_error: None,
-            server_cpu: 0.0,
-            wall_s: 0.0,
-            upstream_cpu: None,
-            wrk_cpu: 0.0,
-            other_cpu: 0.0,
-            compilers_seen: false,
-            check_requests: 0,
-            check_failures: Vec::new(),
-            verified: None,
-            verification: String::new(),
-            unrecorded_executions: 0,
-            store_cpu_us: None,
-            stalled_rss_mib: None,
-        }
-    }
-
-    pub fn errors(&self) -> u64 {
-        self.wrk.non_2xx + self.wrk.socket_errors()
-    }
-
-    pub fn clean(&self) -> bool {
-        self.wrk_error.is_none()
-            && self.errors() == 0
-            && self.check_failures.is_empty()
-            && self.verified != Some(false)
-    }
-}
-
-/// The processes of the MCP group.
-#[derive(Clone, Debug)]
-pub struct McpProcs {
-    pub oncerpc: usize,
-    pub rmcp: usize,
-    /// The `Mcp-Session-Id` of the session-era row (`None`: `initialize` failed; see the notes).
-    pub session: Option<String>,
-}
-
-/// Where a scenario is sent.
-#[derive(Clone)]
-pub struct Target {
-    pub label: String,
-    pub server: Server,
-    pub proc_idx: usize,
-    pub upstream: Option<usize>,
-}
-
-/// The state of a run: its settings, the server processes (by index into `procs`) and what
-/// the measured runs recorded.
-pub struct Bench<'a> {
-    pub args: &'a RunArgs,
-    pub nonce: String,
-    pub out_dir: PathBuf,
-    pub client: Client,
-    pub procs: Vec<Proc>,
-    pub shared: Vec<(Server, usize)>,
-    /// The shared view's servers: oncerpc, jsonrpsee and the floor again, not pinned.
-    pub unpinned: Vec<(Server, usize)>,
-    /// Whether the servers run pinned to `--server-cpu` and wrk to `--wrk-cpu`.
-    pub pinned: bool,
-    pub stores: Vec<(Store, usize)>,
-    pub flow: Option<(usize, usize)>,
-    /// The MCP group's processes: oncerpc (memory store) and rmcp.
-    pub mcp: Option<McpProcs>,
-    /// The answers to the keys created before the duplicate scenarios, per process.
-    pub dup_answers: HashMap<usize, Vec<Bytes>>,
-    pub runs: Vec<RunRecord>,
-    /// The pgbench anchor, once per repetition with the PostgreSQL store (`anchor.rs`).
-    pub anchor_runs: Vec<AnchorRun>,
-    pub notes: Vec<String>,
-    pub skipped: Vec<String>,
-    pub watch: procs::CompilerWatch,
-    pub clk: f64,
-}
 
 fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
@@ -222,10 +96,10 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
         bench.measure_all();
     });
     // Peak RSS is read before the processes stop.
-    let processes: Vec<report::ProcInfo> = bench
+    let processes: Vec<ProcInfo> = bench
         .procs
         .iter()
-        .map(|p| report::ProcInfo {
+        .map(|p| ProcInfo {
             name: p.name.clone(),
             serves: p.serves.clone(),
             command: p.command.clone(),
@@ -249,7 +123,7 @@ pub fn run(args: &RunArgs) -> Result<bool, BoxError> {
             compilers_seen.join(", ")
         ));
     }
-    let meta = report::Meta {
+    let meta = Meta {
         generated: procs::now_utc(),
         // bench/run.sh says how it was called; otherwise our own command line.
         command: std::env::var("ONCERPC_BENCH_COMMAND")

@@ -12,8 +12,8 @@ use crate::BoxError;
 use crate::checks::judge_keyed;
 use crate::cli::{Group, Store};
 use crate::procs::{self, Proc};
-use crate::run::{Bench, McpProcs};
 use crate::scenarios::{Server, flow_config};
+use crate::state::{Bench, McpProcs};
 use oncerpc_bench::bodies;
 
 impl Bench<'_> {

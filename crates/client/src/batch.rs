@@ -61,6 +61,13 @@ struct Ready {
     safety: Safety,
 }
 
+impl Client {
+    /// A batch: entries added in order, answered in order.
+    pub fn batch(&self) -> Batch {
+        Batch::new(self.clone())
+    }
+}
+
 impl Batch {
     pub(crate) fn new(client: Client) -> Batch {
         let policy = client.policy;

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::client::{Client, Transport};
+use crate::client::{Client, Transport, to_params};
 use crate::error::Error;
 use crate::key::{KeyChoice, new_key};
 use crate::outcome::Outcome;
@@ -50,6 +50,19 @@ pub struct Call<T> {
     force: bool,
     policy: RetryPolicy,
     _result: PhantomData<fn() -> T>,
+}
+
+impl Client {
+    /// A query (no side effects): retried on transient failures, without a key.
+    pub fn query<T>(&self, method: &str, params: impl serde::Serialize) -> Call<T> {
+        Call::new(self.clone(), method, to_params(params), Kind::Query)
+    }
+
+    /// A command: sent with an idempotency key (a new UUIDv7 unless [`Call::key`] gives one)
+    /// and retried with that same key.
+    pub fn command<T>(&self, method: &str, params: impl serde::Serialize) -> Call<T> {
+        Call::new(self.clone(), method, to_params(params), Kind::Command)
+    }
 }
 
 impl<T> Call<T> {

@@ -7,10 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::batch::Batch;
-use crate::call::{Call, Kind};
 use crate::error::Error;
-use crate::flows::Flow;
 use crate::http::HttpTransport;
 use crate::retry::RetryPolicy;
 use crate::stdio::StdioTransport;
@@ -83,28 +80,6 @@ impl Client {
         self.policy
     }
 
-    /// A query (no side effects): retried on transient failures, without a key.
-    pub fn query<T>(&self, method: &str, params: impl Serialize) -> Call<T> {
-        Call::new(self.clone(), method, to_params(params), Kind::Query)
-    }
-
-    /// A command: sent with an idempotency key (a new UUIDv7 unless [`Call::key`] gives one)
-    /// and retried with that same key.
-    pub fn command<T>(&self, method: &str, params: impl Serialize) -> Call<T> {
-        Call::new(self.clone(), method, to_params(params), Kind::Command)
-    }
-
-    /// A batch: entries added in order, answered in order.
-    pub fn batch(&self) -> Batch {
-        Batch::new(self.clone())
-    }
-
-    /// A call of the flows door (`POST /v2/flows/{name}`): [`Flow::submit`] for an event,
-    /// [`Flow::call`] for the result.
-    pub fn flow(&self, name: &str, params: impl Serialize) -> Flow {
-        Flow::new(self.clone(), name, to_params(params))
-    }
-
     pub(crate) fn http_transport(&self) -> Result<&HttpTransport, Error> {
         match &*self.transport {
             Transport::Http(h) => Ok(h),
@@ -116,7 +91,8 @@ impl Client {
 }
 
 /// Params as a value; `null` (e.g. `()`) means none.
-fn to_params(params: impl Serialize) -> Result<Option<Value>, String> {
+/// A call's params as JSON (`null`: none), or why they do not serialise.
+pub(crate) fn to_params(params: impl Serialize) -> Result<Option<Value>, String> {
     match serde_json::to_value(params) {
         Ok(Value::Null) => Ok(None),
         Ok(v) => Ok(Some(v)),

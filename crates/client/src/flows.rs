@@ -384,6 +384,12 @@ async fn get_json<T: DeserializeOwned>(client: &Client, path: &str, policy: Retr
 }
 
 impl Client {
+    /// A call of the flows door (`POST /v2/flows/{name}`): [`Flow::submit`] for an event,
+    /// [`Flow::call`] for the result.
+    pub fn flow(&self, name: &str, params: impl serde::Serialize) -> Flow {
+        Flow::new(self.clone(), name, crate::client::to_params(params))
+    }
+
     /// An event (`GET /v2/events/{id}`), retried like a query.
     pub async fn event(&self, event_id: &str) -> Result<Event, Error> {
         get_json(self, &format!("/v2/events/{}", encode(event_id)), self.policy).await
