@@ -15,7 +15,6 @@ use std::process::Command;
 use std::time::Instant;
 
 use oncerpc_bench::median;
-use serde::{Deserialize, Serialize};
 
 use crate::cells::thousands;
 use crate::procs;

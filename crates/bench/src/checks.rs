@@ -8,7 +8,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::Method;
 use oncerpc_bench::{bodies, prom};
-use serde::{Deserialize, Serialize};
 
 use crate::BoxError;
 use crate::cli::Store;

@@ -5,14 +5,11 @@ use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 use oncerpc_bench::median;
-use serde::{Deserialize, Serialize};
 
 use crate::anchor;
 use crate::cells::{checks, ms, ratio, server_rows, thousands, us};
 use crate::checks::CHECK_REQUESTS;
-use crate::cli::RunArgs;
-use crate::procs::Machine;
-use crate::record::{AnchorRun, Meta, ProcInfo, Ratio, Report, Row, RunRecord, rps};
+use crate::record::{AnchorRun, Meta, ProcInfo, Ratio, Report, Row, RunRecord, pinning, rps};
 use crate::{BoxError, chart, workspace_root};
 
 fn server_rank(s: &str) -> usize {

@@ -7,18 +7,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use oncerpc_bench::wrk::{self, WrkStats};
-use serde::{Deserialize, Serialize};
 
 use crate::checks::{unrecorded, verify};
 use crate::cli::{Group, RunArgs, Store};
 use crate::client::Client;
-use crate::procs::{self, Proc};
+use crate::procs;
 use crate::record::{Meta, ProcInfo, RunRecord};
 use crate::scenarios::{Scenario, Server, scenarios};
 use crate::servers::log_volume;
-use crate::state::{Bench, McpProcs, Target};
+use crate::state::{Bench, Target};
 use crate::{BoxError, report, stalls, workspace_root};
 
 fn target_dir(root: &Path) -> PathBuf {

@@ -124,7 +124,8 @@ async fn an_mcp_host_signs_in_from_a_bare_401_and_calls_a_tool_once() {
     // A host with no client at the authorization server registers one (dynamic client
     // registration, RFC 7591), then signs in with it the same way.
     let dcr_key = unique("oauth-dcr");
-    let dcr_args = [&resource, &idp.issuer(), "register:acme-agent", "", "orders:read orders:write", &dcr_key];
+    let dcr_args =
+        [&resource, &idp.issuer(), "register:acme-agent", "", "orders:read orders:write", &dcr_key];
     let client = mcp_clients::typescript_script("mcp_oauth_client.mjs", &dcr_args).expect("the SDK is there");
     let seen = mcp_clients::summary(client).await;
     let registered = seen["client_id"].as_str().unwrap_or_default().to_owned();
