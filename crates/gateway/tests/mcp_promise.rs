@@ -390,19 +390,30 @@ async fn a_progress_flood_costs_no_memory_and_never_hides_the_answer() {
         grown_mib < 32,
         "94 MiB of progress to a client that does not read grew the gateway by {grown_mib} MiB"
     );
-    // The command's outcome was stored all the same: its retry is a duplicate.
-    let retry = post(
-        &http,
-        None,
-        &call(
-            3,
-            "flood",
-            json!({"count": 1500, "size": 65536, "pause_ms": 0}),
-            json!({ "io.oncerpc/idempotency-key": key }),
-        ),
-        &[],
-    )
-    .await;
+    // The command's outcome was stored all the same: its retry is a duplicate (once the
+    // answer the upstream has sent reached the gateway: until then, `processing`, as a
+    // client that retries early is told).
+    let mut retry;
+    let mut rounds = 0;
+    loop {
+        retry = post(
+            &http,
+            None,
+            &call(
+                3,
+                "flood",
+                json!({"count": 1500, "size": 65536, "pause_ms": 0}),
+                json!({ "io.oncerpc/idempotency-key": key }),
+            ),
+            &[],
+        )
+        .await;
+        rounds += 1;
+        if status(&retry.json()["result"]) != "processing" || rounds == 100 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(status(&retry.json()["result"]), "duplicate", "{}", retry.body);
     assert_eq!(log.lines().iter().filter(|l| l["tool"] == "flood").count(), 2, "ran once per key");
     drop(stalled);
