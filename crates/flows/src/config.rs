@@ -2,6 +2,7 @@
 //! plain serde types, so an embedder can build them in code or read them from any format.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,11 @@ pub struct StepConfig {
     /// This step's own OAuth client towards its upstream, instead of `[upstream.oauth]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthClient>,
+    /// The request is built from the input (an imported OpenAPI operation) instead of a
+    /// `POST` of it to `url`, which then only names the step's upstream in logs. Set in code
+    /// (`[[openapi]]`), never in a config file.
+    #[serde(skip)]
+    pub request: Option<Arc<dyn crate::request::StepRequest>>,
 }
 
 pub use oncerpc_mcp_upstream::oauth::OAuthClient;

@@ -24,14 +24,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use prometheus::{IntCounterVec, Opts};
-
 use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult};
 use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
 use serde_json::json;
 use tracing::Instrument;
 
 use crate::answers::{flow_changed, not_started, upstream_failed};
+pub use crate::attempts::StepAttempts;
 use crate::body::{ReadError, read_capped, read_prefix};
 use crate::config::{McpStep, StepConfig, UpstreamConfig};
 use crate::oauth::TokenSource;
@@ -76,35 +75,6 @@ pub struct Flow {
     tokens: Option<Arc<TokenSource>>,
 }
 
-/// `oncerpc_step_attempts_total{method,step,outcome}`, shared by every flow of an app.
-#[derive(Clone)]
-pub struct StepAttempts(IntCounterVec);
-
-impl StepAttempts {
-    pub fn new() -> StepAttempts {
-        let opts = Opts::new(
-            "oncerpc_step_attempts_total",
-            "Attempts of flow steps, by method, step and outcome (succeeded; transient: refused or reset connection, attempt timeout, 429, 502, 503, 504; failed: any other failure)",
-        );
-        StepAttempts(IntCounterVec::new(opts, &["method", "step", "outcome"]).expect("valid metric"))
-    }
-
-    /// The family, for a metrics registry.
-    pub fn collector(&self) -> Box<dyn prometheus::core::Collector> {
-        Box::new(self.0.clone())
-    }
-
-    pub fn get(&self, method: &str, step: &str, outcome: &str) -> u64 {
-        self.0.with_label_values(&[method, step, outcome]).get()
-    }
-}
-
-impl Default for StepAttempts {
-    fn default() -> Self {
-        StepAttempts::new()
-    }
-}
-
 /// Why a step failed. The log always gets the detail; `error.data` only in dev mode.
 enum Failure {
     /// No answer: the `reqwest` error chain (URL, OS error), and why the TLS handshake
@@ -114,6 +84,10 @@ enum Failure {
     Read(String),
     /// A non-2xx (a `3xx` too, when redirects are not followed): the start of its body.
     Status(Vec<u8>),
+    /// A `4xx` of a step whose request is built ([`StepConfig::request`], an API's own
+    /// operation): the API's answer to the caller's request, given to the caller in both
+    /// modes under `data.body` (JSON when it is).
+    Rejected(Vec<u8>),
     /// The answer is larger than `max_response_bytes`.
     TooLarge(usize),
     /// The answer is not JSON.
@@ -393,6 +367,11 @@ impl Flow {
             } else {
                 Attempt::Permanent
             };
+            if step.request.is_some() && status.is_client_error() && kind == Attempt::Permanent {
+                let limit = self.policy.max_response_bytes.min(REJECTED_LIMIT);
+                let body = read_prefix(&mut resp, limit).await;
+                return Err((self.fail(ctx, step, Some(status), Failure::Rejected(body)), kind));
+            }
             // Only the start of an error body is ever read: it is quoted, never used.
             let body = read_prefix(&mut resp, QUOTE_LIMIT).await;
             return Err((self.fail(ctx, step, Some(status), Failure::Status(body)), kind));
@@ -414,17 +393,14 @@ impl Flow {
         input: bytes::Bytes,
         token: Option<&str>,
     ) -> Result<reqwest::Response, (RpcError, Attempt)> {
-        let mut req = self
-            .client
-            .post(&step.url)
-            .header("content-type", "application/json")
-            .header("x-correlation-id", &*ctx.correlation_id)
-            .body(input);
+        let (req, key_header) = crate::step::start(&self.client, step, input)
+            .map_err(|e| (RpcError::with_message(ErrorCode::InvalidParams, e), Attempt::Permanent))?;
+        let mut req = req.header("x-correlation-id", &*ctx.correlation_id);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
         if let Some(key) = self.step_key(ctx, step) {
-            req = req.header("x-idempotency-key", key);
+            req = req.header(key_header, key);
         }
         // W3C Trace Context: the step request is a span of the gateway's own, a child of the
         // caller's; its id is logged so the upstream's parent id leads back here. Exported
@@ -529,6 +505,7 @@ impl Flow {
             Failure::Read(e) => ("error", e, None),
             Failure::NotJson(e) => ("error", e, None),
             Failure::Status(body) => ("body", String::from_utf8_lossy(&body).into_owned(), None),
+            Failure::Rejected(body) => return self.rejected(ctx, step, status, &body),
             Failure::TooLarge(max) => ("reason", format!("response larger than {max} bytes"), None),
             Failure::Timeout(ms) => {
                 ("reason", format!("no answer within the step's timeout_ms ({ms})"), None)
@@ -555,6 +532,27 @@ impl Flow {
         upstream_failed(&step.name, data)
     }
 }
+
+impl Flow {
+    /// A `4xx` of a built request: the API's answer, for the caller (a model among them) to
+    /// correct its call by. Not an outage: logged at `info`.
+    fn rejected(&self, ctx: &Context, step: &StepConfig, status: Option<u16>, body: &[u8]) -> RpcError {
+        let text = String::from_utf8_lossy(body);
+        tracing::info!(correlation_id = %ctx.correlation_id, step = %step.name, status, url = %step.url, "the API refused the request (not sent again)");
+        let message = format!(
+            "The API refused the request (HTTP {}): {}. Sending the same arguments again gets the same \
+             answer; to try again, correct the arguments and use a new idempotency key.",
+            status.unwrap_or_default(),
+            log_quote(&text)
+        );
+        let body = serde_json::from_str(&text).unwrap_or_else(|_| json!(text));
+        let data = json!({ "step": step.name, "status": status, "body": body });
+        RpcError::with_message(ErrorCode::UpstreamFailed, message).data(data)
+    }
+}
+
+/// Most bytes of a refused request's answer (a `4xx` of a built request) given to the caller.
+const REJECTED_LIMIT: usize = 64 * 1024;
 
 /// `timeout` from now, or as far as the clock goes (a `timeout_ms` of centuries never
 /// overflows an `Instant`).

@@ -32,10 +32,13 @@
 //! ```
 
 mod answers;
+mod attempts;
 mod body;
 pub mod config;
 pub mod flow;
 pub mod oauth;
+pub mod openapi;
+pub mod request;
 pub mod retry;
 mod step;
 pub mod upstream;
@@ -43,5 +46,6 @@ pub mod upstream;
 pub use config::{McpStep, OAuthClient, StepConfig, UpstreamConfig};
 pub use flow::{Flow, StepAttempts, UpstreamPolicy};
 pub use oauth::TokenSource;
+pub use request::{Built, StepRequest};
 pub use retry::RetryPolicy;
 pub use step::step_output;

@@ -68,6 +68,29 @@ pub fn step_output(result: &serde_json::Value) -> String {
     }
 }
 
+/// The request of one attempt of `step` with `input`, and the header its step key goes in: a
+/// built request ([`StepRequest`]), else a JSON `POST` of the input to the step's `url` with
+/// the key in `X-Idempotency-Key`.
+pub(crate) fn start<'s>(
+    client: &reqwest::Client,
+    step: &'s StepConfig,
+    input: bytes::Bytes,
+) -> Result<(reqwest::RequestBuilder, &'s str), String> {
+    let Some(request) = &step.request else {
+        let req = client.post(&step.url).header("content-type", "application/json").body(input);
+        return Ok((req, "x-idempotency-key"));
+    };
+    let built = request.build(&input)?;
+    let mut req = client.request(built.method, &built.url);
+    for (name, value) in &built.headers {
+        req = req.header(name.as_str(), value.as_str());
+    }
+    if let Some((body, content_type)) = built.body {
+        req = req.header("content-type", content_type).body(body);
+    }
+    Ok((req, request.key_header()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,129 @@
+//! Any REST API, once (SPEC §21): each operation of an OpenAPI 3.0/3.1 document
+//! (`[[openapi]]`) becomes a method — and so an MCP tool and a flow on `/v2/flows/{method}` —
+//! whose one step builds the operation's request from the params and sends it with the step
+//! key in `Idempotency-Key` (`key_header`).
+//!
+//! The document is read as JSON (YAML turned into the same value) and walked as it is: one
+//! code path for 3.0 and 3.1, `$ref`s inlined where a schema is needed (`refs.rs`), 3.0's schema
+//! dialect turned into JSON Schema 2020-12 on the way.
+//!
+//! ```
+//! use oncerpc_flows::openapi::{OpenApiConfig, import};
+//!
+//! let cfg: OpenApiConfig = toml::from_str(r#"name = "pets"
+//! spec = "pets.yaml""#).unwrap();
+//! let doc = r#"
+//! openapi: 3.1.0
+//! info: { title: Pets, version: "1" }
+//! servers: [{ url: "https://pets.example/v1" }]
+//! paths:
+//!   /pets/{petId}:
+//!     get:
+//!       operationId: showPet
+//!       parameters: [{ name: petId, in: path, required: true, schema: { type: string } }]
+//!       responses: { "200": { description: A pet } }
+//! "#;
+//! let import = import(&cfg, doc, None).unwrap();
+//! assert_eq!(import.methods[0].name, "pets.showPet");
+//! assert_eq!(import.methods[0].kind, oncerpc_core::Kind::Query);
+//! ```
+
+mod call;
+mod config;
+mod document;
+mod error;
+mod method;
+mod operations;
+mod params;
+mod refs;
+
+use std::time::Duration;
+
+pub use call::{Body, In, Operation, Param};
+pub use config::{OpenApiConfig, OperationOverride};
+pub use document::{Document, Version, parse};
+pub use error::OpenApiError;
+pub use method::{Import, ImportedMethod};
+
+/// The methods of the document `text`; `spec_url` (where it was fetched from) resolves a
+/// relative server URL.
+pub fn import(cfg: &OpenApiConfig, text: &str, spec_url: Option<&str>) -> Result<Import, OpenApiError> {
+    let doc = parse(&cfg.name, text)?;
+    let base = base_url(cfg, &doc, spec_url)?;
+    operations::operations(cfg, &doc, &base)
+}
+
+/// Read (a file) or fetch (a URL, with `client`) the document of `cfg` and import it. A URL
+/// that cannot be fetched is an error with [`OpenApiError::unreachable`] set.
+pub async fn load(cfg: &OpenApiConfig, client: &reqwest::Client) -> Result<Import, OpenApiError> {
+    let spec = cfg.spec.as_str();
+    if !(spec.starts_with("http://") || spec.starts_with("https://")) {
+        let text = std::fs::read_to_string(spec)
+            .map_err(|e| OpenApiError::at(&cfg.name, "", format!("cannot read spec {spec:?}: {e}")))?;
+        return import(cfg, &text, None);
+    }
+    let down = |why: String| OpenApiError {
+        unreachable: true,
+        ..OpenApiError::at(&cfg.name, "", format!("cannot fetch spec {spec}: {why}"))
+    };
+    let resp = client
+        .get(spec)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .map_err(|e| down(oncerpc_core::error_chain(&e)))?;
+    if !resp.status().is_success() {
+        return Err(down(format!("HTTP {}", resp.status())));
+    }
+    let text = resp.text().await.map_err(|e| down(oncerpc_core::error_chain(&e)))?;
+    import(cfg, &text, Some(spec))
+}
+
+/// `base_url`, else the document's first server (its variables at their defaults), without a
+/// trailing `/`.
+fn base_url(cfg: &OpenApiConfig, doc: &Document, spec_url: Option<&str>) -> Result<String, OpenApiError> {
+    let url = match &cfg.base_url {
+        Some(u) => u.clone(),
+        None => {
+            let Some(server) = doc.root.pointer("/servers/0") else {
+                return Err(OpenApiError::at(
+                    &doc.name,
+                    "/servers",
+                    "the document names no server: set base_url",
+                ));
+            };
+            let mut url = server.get("url").and_then(|u| u.as_str()).unwrap_or_default().to_owned();
+            if let Some(vars) = server.get("variables").and_then(|v| v.as_object()) {
+                for (k, v) in vars {
+                    let default = v.get("default").and_then(|d| d.as_str()).unwrap_or_default();
+                    url = url.replace(&format!("{{{k}}}"), default);
+                }
+            }
+            match spec_url {
+                _ if url.starts_with("http://") || url.starts_with("https://") => url,
+                Some(spec) if url.starts_with('/') => {
+                    let origin_end = spec.find("://").map_or(0, |i| i + 3);
+                    let host_end = spec[origin_end..].find('/').map_or(spec.len(), |i| origin_end + i);
+                    format!("{}{url}", &spec[..host_end])
+                }
+                _ => {
+                    return Err(OpenApiError::at(
+                        &doc.name,
+                        "/servers/0/url",
+                        format!(
+                            "the document's first server {url:?} is not an absolute http(s) URL: set base_url"
+                        ),
+                    ));
+                }
+            }
+        }
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(OpenApiError::at(
+            &doc.name,
+            "",
+            format!("base_url {url:?} must start with http:// or https://"),
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
