@@ -68,6 +68,10 @@ pub struct Config {
     pub tenants: Vec<Tenant>,
     #[serde(default)]
     pub methods: Vec<MethodConfig>,
+    /// `[[openapi]]`: OpenAPI documents whose operations become methods (SPEC §21), added to
+    /// `methods` when the app is built ([`crate::openapi::expand`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub openapi: Vec<oncerpc_flows::openapi::OpenApiConfig>,
     /// Keys whose value came from `"${NAME}"` (key → NAME), for `check-config`.
     #[serde(skip)]
     pub env_refs: crate::secrets::EnvRefs,
@@ -425,9 +429,10 @@ impl Config {
     }
 
     /// Whether the demo methods are registered. Default: off in production mode, else on when
-    /// no `[[methods]]` are configured.
+    /// no `[[methods]]` or `[[openapi]]` are configured.
     pub fn demo_enabled(&self) -> bool {
-        self.demo.unwrap_or(self.mode != Mode::Production && self.methods.is_empty())
+        self.demo
+            .unwrap_or(self.mode != Mode::Production && self.methods.is_empty() && self.openapi.is_empty())
     }
 
     /// A configured method's handler deadline in milliseconds.

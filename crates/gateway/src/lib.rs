@@ -15,6 +15,7 @@ mod log_text;
 pub mod logging;
 pub mod mcp;
 pub mod mcp_upstreams;
+pub mod openapi;
 pub mod secrets;
 pub mod telemetry;
 pub mod webhooks;
@@ -53,8 +54,14 @@ pub struct App {
 impl App {
     /// Build the registry, store and dispatcher a config describes (connecting to the store;
     /// run inside a tokio runtime).
-    pub async fn new(config: Config) -> Result<App, ConfigError> {
+    pub async fn new(mut config: Config) -> Result<App, ConfigError> {
         config.validate()?;
+        if !config.openapi.is_empty() {
+            // The documents' operations become methods, checked like the configured ones.
+            let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
+            openapi::expand(&mut config, &client).await?;
+            config.validate()?;
+        }
         let demo_state = Arc::new(demo::DemoState::default());
         let mut registry = Registry::new();
         if config.demo_enabled() {

@@ -140,11 +140,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::CheckConfig { file } => {
             match Config::load(&file)
-                .and_then(|c| oncerpc::check_methods(&c).map(|()| c))
-                .and_then(|c| oncerpc::check_tls_files(&c).map(|()| c))
+                .and_then(with_openapi)
+                .and_then(|(c, y)| oncerpc::check_methods(&c).map(|()| (c, y)))
+                .and_then(|(c, y)| oncerpc::check_tls_files(&c).map(|()| (c, y)))
             {
-                Ok(cfg) => {
+                Ok((cfg, yields)) => {
                     print_summary(&cfg);
+                    oncerpc::openapi::print(&yields);
                     oncerpc::mcp_upstreams::print_upstreams(&cfg);
                     ExitCode::SUCCESS
                 }
@@ -165,6 +167,22 @@ fn main() -> ExitCode {
         Command::Flow(args) => client_cli::flow(args),
         Command::Manpage => manpage(),
     }
+}
+
+/// `check-config`: the `[[openapi]]` documents read (and fetched) as serving will, their
+/// operations added to the config's methods.
+fn with_openapi(mut cfg: Config) -> Result<(Config, Vec<oncerpc::openapi::Yield>), ConfigError> {
+    if cfg.openapi.is_empty() {
+        return Ok((cfg, Vec::new()));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ConfigError::Invalid(format!("a runtime to fetch the OpenAPI documents: {e}")))?;
+    let client = oncerpc::upstream::client(&cfg.upstream).map_err(ConfigError::Invalid)?;
+    let yields = rt.block_on(oncerpc::openapi::expand(&mut cfg, &client))?;
+    cfg.validate()?;
+    Ok((cfg, yields))
 }
 
 /// The man page, rendered by clap_mangen from the same definition clap parses with, so the

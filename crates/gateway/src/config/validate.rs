@@ -172,6 +172,13 @@ impl Config {
         let tenant_names: Vec<&str> = self.tenants.iter().map(|t| t.name.as_str()).collect();
         self.auth.check(&tenant_names).map_err(invalid)?;
         self.console.check(&tenant_names, &self.auth).map_err(invalid)?;
+        let mut documents = std::collections::HashSet::new();
+        for d in &self.openapi {
+            d.check().map_err(invalid)?;
+            if !documents.insert(d.name.as_str()) {
+                return Err(invalid(format!("openapi: {:?} is configured twice", d.name)));
+            }
+        }
         let mut methods = std::collections::HashSet::new();
         for (i, m) in self.methods.iter().enumerate() {
             if !methods.insert(m.name.as_str()) {
