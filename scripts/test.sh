@@ -5,7 +5,8 @@
 # Installs (when missing): mdBook for the manual (built here), emacs-nox (Debian) for the
 # jsonrpc.el client test, a Python venv
 # under target/ with jsonrpcclient + requests (and the MCP Python SDK) and the npm package json-rpc-2.0 under
-# target/node-clients for the client-library tests, and Redis and
+# target/node-clients for the client-library tests, the OpenAPI tools (Prism, swagger-parser,
+# published documents) under target/node-openapi, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
 # cannot be installed or reached is a failure; elsewhere the tests that need it skip with a
 # printed reason.
@@ -127,6 +128,14 @@ dir=$(pinned crates/gateway/tests/conformance-2026 target/node-conformance-2026 
 # oidc-provider (OpenID-certified) and a Node 22 to run it.
 dir=$(pinned crates/gateway/tests/oidc target/node-oidc node_modules/oidc-provider "oidc-provider")
 [ -n "$dir" ] && export ONCERPC_OIDC_DIR="$dir"
+
+# The OpenAPI tools of the [[openapi]] tests (tests/openapi_import.rs, openapi_documents.rs):
+# Prism (an OpenAPI mock server that validates every request against its document),
+# swagger-parser, and published documents to import (Petstore from @readme/oas-examples, GitHub's
+# REST API from @octokit/openapi), with the Node ≥ 24 Prism needs (the npm package `node`).
+dir=$(pinned crates/gateway/tests/openapi target/node-openapi node_modules/@stoplight/prism-cli/dist/index.js \
+  "@stoplight/prism-cli")
+[ -n "$dir" ] && export ONCERPC_OPENAPI_DIR="$dir"
 
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.

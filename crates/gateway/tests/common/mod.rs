@@ -7,6 +7,7 @@ pub mod mcp_clients;
 pub mod mcp_upstream;
 pub mod oidc;
 pub mod pki;
+pub mod prism;
 pub mod process;
 pub mod proxy;
 pub mod tasks;

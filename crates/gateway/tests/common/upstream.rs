@@ -21,6 +21,10 @@ pub struct Call {
     pub step: String,
     pub body: Value,
     pub idempotency_key: Option<String>,
+    /// The `Idempotency-Key` header (imported OpenAPI operations send their step key there).
+    pub key: Option<String>,
+    /// The request's method, path and query, as it came.
+    pub request: String,
     pub correlation_id: Option<String>,
     /// W3C Trace Context headers.
     pub traceparent: Option<String>,
@@ -157,6 +161,8 @@ impl Drop for Upstream {
 async fn step(
     State(st): State<Arc<Behaviour>>,
     Path(step): Path<String>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: String,
 ) -> impl IntoResponse {
@@ -168,6 +174,8 @@ async fn step(
             step: step.clone(),
             body: input.clone(),
             idempotency_key: header("x-idempotency-key"),
+            key: header("idempotency-key"),
+            request: format!("{method} {uri}"),
             correlation_id: header("x-correlation-id"),
             traceparent: header("traceparent"),
             tracestate: header("tracestate"),
