@@ -287,4 +287,13 @@ async fn a_spec_url_down_at_start_is_an_error_in_production_and_absent_methods_i
     let client = common::http_client();
     let e = oncerpc::openapi::expand(&mut cfg, &client).await.err().expect("production refuses");
     assert!(e.to_string().contains("cannot fetch spec http://127.0.0.1:9/openapi.yaml"), "{e}");
+    // A credential in the URL never reaches the error (nor the log).
+    let mut cfg = test_config();
+    cfg.mode = oncerpc::Mode::Production;
+    cfg.openapi.push(
+        toml::from_str("name = \"down\"\nspec = \"http://docs:s3cr3t-spec@127.0.0.1:9/openapi.yaml\"\nbase_url = \"http://127.0.0.1:9\"")
+            .unwrap(),
+    );
+    let e = oncerpc::openapi::expand(&mut cfg, &client).await.err().expect("production refuses").to_string();
+    assert!(e.contains("cannot fetch spec") && !e.contains("s3cr3t"), "{e}");
 }

@@ -62,20 +62,22 @@ pub async fn load(cfg: &OpenApiConfig, client: &reqwest::Client) -> Result<Impor
             .map_err(|e| OpenApiError::at(&cfg.name, "", format!("cannot read spec {spec:?}: {e}")))?;
         return import(cfg, &text, None);
     }
+    // A URL may carry a credential (`user:pass@`, `?password=`): never in an error or a log line.
+    let shown = oncerpc_core::redact_url(spec);
     let down = |why: String| OpenApiError {
         unreachable: true,
-        ..OpenApiError::at(&cfg.name, "", format!("cannot fetch spec {spec}: {why}"))
+        ..OpenApiError::at(&cfg.name, "", format!("cannot fetch spec {shown}: {why}"))
     };
     let resp = client
         .get(spec)
         .timeout(Duration::from_secs(10))
         .send()
         .await
-        .map_err(|e| down(oncerpc_core::error_chain(&e)))?;
+        .map_err(|e| down(oncerpc_core::error_chain(&e.without_url())))?;
     if !resp.status().is_success() {
         return Err(down(format!("HTTP {}", resp.status())));
     }
-    let text = resp.text().await.map_err(|e| down(oncerpc_core::error_chain(&e)))?;
+    let text = resp.text().await.map_err(|e| down(oncerpc_core::error_chain(&e.without_url())))?;
     import(cfg, &text, Some(spec))
 }
 
