@@ -4,7 +4,7 @@
 #
 # Installs (when missing): mdBook for the manual (built here), emacs-nox (Debian) for the
 # jsonrpc.el client test, a Python venv
-# under target/ with jsonrpcclient + requests (and the MCP Python SDK) and the npm package json-rpc-2.0 under
+# under target/ with jsonrpcclient + requests (and the MCP Python SDK and Schemathesis) and the npm package json-rpc-2.0 under
 # target/node-clients for the client-library tests, the OpenAPI tools (Prism, swagger-parser,
 # published documents) under target/node-openapi, and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
@@ -63,13 +63,13 @@ fi
 # A Python JSON-RPC client library, for the HTTP-door client test; the webhook providers' own
 # signing libraries (standardwebhooks, stripe), for tests/webhooks.rs; the official MCP Python
 # SDK (mcp), for tests/mcp_stdio.rs; PyJWT, for the MCP upstream that checks oncerpc's access
-# tokens (tests/upstream_oauth.rs).
+# tokens (tests/upstream_oauth.rs); Schemathesis, for tests/openapi_doors.rs (/openapi.json).
 PYVENV="target/py-venv"
-if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp, jwt' 2>/dev/null; then
-  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe, mcp and pyjwt into $PYVENV"
+if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, stripe, mcp, jwt, schemathesis' 2>/dev/null; then
+  echo "== installing jsonrpcclient, requests, standardwebhooks, stripe, mcp, pyjwt and schemathesis into $PYVENV"
   { python3 -m venv "$PYVENV" && "$PYVENV/bin/pip" install -q 'jsonrpcclient==4.0.3' 'requests>=2.31' \
-      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3' 'pyjwt[crypto]>=2.10.1'; } \
-    || need "python3 with jsonrpcclient, standardwebhooks, stripe, mcp and pyjwt"
+      'standardwebhooks==1.1.0' 'stripe==16.1.0' 'mcp==1.23.3' 'pyjwt[crypto]>=2.10.1' 'schemathesis==4.32.5'; } \
+    || need "python3 with jsonrpcclient, standardwebhooks, stripe, mcp, pyjwt and schemathesis"
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 

@@ -270,7 +270,7 @@ fn store_unavailable(e: &StoreError, cid: &str) -> Response {
 
 /// Events per page of `GET /v2/events` unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIST_LIMIT: usize = 50;
-const MAX_LIST_LIMIT: usize = 200;
+pub(crate) const MAX_LIST_LIMIT: usize = 200;
 
 /// `GET /v2/events?status=&flow=&tag=&limit=&cursor=` (SPEC §14): the tenant's events,
 /// newest first, `{"events": [...], "next_cursor": "…" | null}`. The cursor is the store's

@@ -6,7 +6,8 @@
 //!   `204` when there is nothing to return; `413` with a JSON-RPC `-32600` body (`id: null`)
 //!   over the body limit.
 //! * `POST /v2/flows/{flow}`, `GET /v2/events/{event_id}` — the REST door (module `flows`).
-//! * `GET /healthz` (module `health`), `GET /openrpc.json`, `GET /metrics` (module `ops`).
+//! * `GET /healthz` (module `health`), `GET /openrpc.json`, `GET /metrics` (module `ops`),
+//!   `GET /openapi.json` (the REST doors as an OpenAPI document, module [`openapi`]).
 //! * `/console` — the operator console ([`console`]), when enabled.
 //! * Tenants ([`auth`]): once configured, `/rpc` and `/v2/*` need an API key
 //!   (`X-API-Key` or `?key=`), else `401 {"code":"401","message":"unauthorized"}`.
@@ -65,6 +66,7 @@ mod head;
 mod health;
 mod mcp;
 mod meta;
+pub mod openapi;
 mod ops;
 mod peer;
 mod resource;
@@ -303,6 +305,7 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
         .route("/.well-known/oauth-protected-resource", get(resource::metadata))
         .route(resource::MCP_METADATA_PATH, get(resource::metadata))
         .route("/openrpc.json", get(ops::openrpc))
+        .route("/openapi.json", get(ops::openapi))
         .route("/metrics", get(ops::metrics));
     let router = match console_routes {
         Some(routes) => router.merge(routes),

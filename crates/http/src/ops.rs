@@ -1,4 +1,4 @@
-//! `GET /openrpc.json` and `GET /metrics` (Prometheus text: the dispatcher's metrics, then the
+//! `GET /openrpc.json`, `GET /openapi.json` and `GET /metrics` (Prometheus text: the dispatcher's metrics, then the
 //! door's own).
 
 use std::sync::Arc;
@@ -11,6 +11,13 @@ use crate::{AppState, json_response};
 
 pub(crate) async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
     json_response(StatusCode::OK, st.dispatcher.openrpc().get().as_bytes().to_vec(), None)
+}
+
+/// The REST doors as an OpenAPI 3.1 document, from the registry ([`crate::openapi`]).
+pub(crate) async fn openapi(State(st): State<Arc<AppState>>) -> Response {
+    let doc =
+        crate::openapi::document(st.dispatcher.registry(), &st.config.flow_steps, env!("CARGO_PKG_VERSION"));
+    json_response(StatusCode::OK, doc.to_string(), None)
 }
 
 pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
