@@ -98,8 +98,11 @@ async fn schemathesis_finds_no_server_error_and_nothing_the_document_does_not_al
     let up = Upstream::start().await;
     let srv = server(&up).await;
     let url = srv.url("/openapi.json");
+    // Its example database goes in a folder of the test's own, not in the checkout.
+    let work = common::process::TempDir::new("schemathesis");
+    let cwd = work.0.clone();
     let out = tokio::task::spawn_blocking(move || {
-        st.args(["run", &url])
+        st.current_dir(cwd).args(["run", &url])
             .args([
                 "--checks",
                 "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance",
