@@ -129,3 +129,82 @@ fn base_url(cfg: &OpenApiConfig, doc: &Document, spec_url: Option<&str>) -> Resu
     }
     Ok(url.trim_end_matches('/').to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"
+openapi: 3.0.3
+info: { title: t, version: "1" }
+servers: [{ url: "https://{region}.api.test/v1/", variables: { region: { default: eu } } }]
+paths:
+  /orders/{id}:
+    get:
+      operationId: getOrder
+      parameters: [{ name: id, in: path, required: true, schema: { type: integer } }]
+      responses: { "200": { description: ok } }
+    delete:
+      operationId: cancelOrder
+      responses: { "204": { description: gone } }
+"#;
+
+    fn cfg(more: &str) -> OpenApiConfig {
+        toml::from_str(&format!("name = \"orders\"\nspec = \"o.yaml\"\n{more}")).unwrap()
+    }
+
+    #[test]
+    fn upstream_settings_and_overrides_reach_each_method_and_its_step() {
+        let c = cfg(r#"prefix = "o_"
+key_header = "X-Request-Key"
+headers = { Authorization = "Bearer t" }
+timeout_ms = 9000
+attempt_timeout_ms = 2000
+retry = { attempts = 3 }
+oauth = { token_url = "https://auth.test/token", client_id = "c", client_secret = "s" }
+[[operation]]
+id = "getOrder"
+kind = "command"
+scopes = ["orders:read"]
+key_from = "/id"
+mcp = false"#);
+        let i = import(&c, DOC, None).unwrap();
+        let get = i.methods.iter().find(|m| m.name == "o_getOrder").unwrap();
+        assert_eq!(
+            (get.kind, get.mcp, get.key_from.as_deref()),
+            (oncerpc_core::Kind::Command, false, Some("/id"))
+        );
+        assert_eq!(get.scopes, ["orders:read"]);
+        assert_eq!(get.timeout_ms, Some(9000));
+        let step = &get.step;
+        assert_eq!((step.timeout_ms, step.retry.attempts), (Some(2000), 3));
+        assert_eq!(step.oauth.as_ref().unwrap().client_id, "c");
+        let request = step.request.as_ref().unwrap();
+        assert_eq!(request.key_header(), "X-Request-Key");
+        let built = request.build(br#"{"id": 7}"#).unwrap();
+        assert_eq!(built.url, "https://eu.api.test/v1/orders/7", "the server's variables, no double slash");
+        assert_eq!(built.headers, vec![("Authorization".to_owned(), "Bearer t".to_owned())]);
+        let cancel = i.methods.iter().find(|m| m.name == "o_cancelOrder").unwrap();
+        assert_eq!(
+            (cancel.kind, cancel.mcp, cancel.http.as_str()),
+            (oncerpc_core::Kind::Command, true, "DELETE /orders/{id}")
+        );
+    }
+
+    #[test]
+    fn globs_select_operations_and_an_unknown_override_is_an_error() {
+        let i = import(&cfg(r#"operations = ["get*"]"#), DOC, None).unwrap();
+        let names: Vec<&str> = i.methods.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["orders.getOrder"]);
+        let e = import(&cfg("[[operation]]\nid = \"getOrdr\""), DOC, None).unwrap_err();
+        assert!(e.to_string().contains("\"getOrdr\"") && e.to_string().contains("no such operation"), "{e}");
+        let e = import(&cfg(""), "openapi: 3.1.0\npaths: {}\n", None).unwrap_err();
+        assert!(e.to_string().contains("set base_url"), "{e}");
+        let ok = import(
+            &cfg(""),
+            "openapi: 3.1.0\nservers: [{url: /v2}]\npaths: {}\n",
+            Some("https://h.test/spec/openapi.json"),
+        );
+        assert!(ok.is_ok(), "a relative server against the spec's URL");
+    }
+}
