@@ -99,30 +99,51 @@ async fn every_operation_is_a_tool_and_prism_accepts_every_call_from_every_door(
     assert_eq!(list["properties"]["tag"]["type"], "array", "{list}");
     assert!(tool(&tools, "shop_listProducts")["annotations"]["readOnlyHint"] != json!(false));
 
-    // /rpc: path and header parameters.
-    let got = srv
-        .call(json!({"jsonrpc":"2.0","id":2,"method":"shop.getProduct","params":{"productId":"p-7","X-Shop-Locale":"fr"}}))
-        .await;
-    assert!(got["result"]["name"].is_string(), "{got}");
-    // The flows door: query parameters, an array exploded.
-    let listed = srv
-        .post_path("/v2/flows/shop.listProducts?sync=true", r#"{"limit":2,"tag":["lamp","desk"]}"#, &[])
-        .await;
-    assert_eq!(listed.status, 200, "{}", listed.body);
-    assert!(listed.json().as_array().is_some_and(|a| a[0]["id"].is_string()), "{}", listed.body);
-    // MCP: the charge, with its key.
-    let call = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shop_createCharge",
-        "arguments":{"body":{"price":{"amount":1200,"currency":"EUR"},"source":"tok_visa"}},
-        "_meta":{"io.oncerpc/idempotency-key":"order-mcp-1"}}});
-    let charged = mcp(&srv, &mut session, call).await;
-    assert_ne!(charged["result"]["isError"], json!(true), "{charged}");
-    assert_eq!(charged["result"]["structuredContent"]["status"], "succeeded", "{charged}");
-    // /rpc: the charge with its key in the params.
-    let charged = srv
-        .call(json!({"jsonrpc":"2.0","id":4,"method":"shop.createCharge","params":{"idempotency_key":"order-rpc-1",
-            "body":{"price":{"amount":5,"currency":"USD"},"source":"tok_mc","note":"a b&c"}}}))
-        .await;
-    assert_eq!(charged["result"]["status"], "succeeded", "{charged}");
+    // Every operation through every door; Prism refuses (422/400) whatever breaks the document,
+    // and a refusal is an error here. Each result is checked for the operation's own shape.
+    let calls = [
+        ("shop.getProduct", json!({"productId": "p-7", "X-Shop-Locale": "fr"})),
+        ("shop.listProducts", json!({"limit": 2, "tag": ["lamp", "desk"]})),
+        (
+            "shop.createCharge",
+            json!({"body": {"price": {"amount": 1200, "currency": "EUR"}, "source": "tok_visa", "note": "a b&c"}}),
+        ),
+    ];
+    let shaped = |method: &str, result: &Value| match method {
+        "shop.getProduct" => result["name"].is_string(),
+        "shop.listProducts" => result.as_array().is_some_and(|a| a[0]["id"].is_string()),
+        _ => result["status"] == "succeeded",
+    };
+    for (n, (method, args)) in calls.iter().enumerate() {
+        let command = *method == "shop.createCharge";
+        let key = |door: &str| format!("order-{door}-{n}");
+        // /rpc: the key, for the command, in the params.
+        let mut params = args.clone();
+        if command {
+            params["idempotency_key"] = json!(key("rpc"));
+        }
+        let got = srv.call(json!({"jsonrpc":"2.0","id":n,"method":method,"params":params})).await;
+        assert!(shaped(method, &got["result"]), "/rpc {method}: {got}");
+        // The flows door: the key in Idempotency-Key.
+        let k = key("flows");
+        let headers: Vec<(&str, &str)> = if command { vec![("Idempotency-Key", &k)] } else { vec![] };
+        let answer =
+            srv.post_path(&format!("/v2/flows/{method}?sync=true"), args.to_string(), &headers).await;
+        assert_eq!(answer.status, 200, "flows door {method}: {}", answer.body);
+        assert!(shaped(method, &answer.json()), "flows door {method}: {}", answer.body);
+        // MCP: the key in _meta.
+        let mut params = json!({"name": method.replace('.', "_"), "arguments": args});
+        if command {
+            params["_meta"] = json!({"io.oncerpc/idempotency-key": key("mcp")});
+        }
+        let called =
+            mcp(&srv, &mut session, json!({"jsonrpc":"2.0","id":n,"method":"tools/call","params":params}))
+                .await;
+        assert_eq!(called["result"]["isError"], false, "MCP {method}: {called}");
+        let structured = &called["result"]["structuredContent"];
+        let result = if structured["result"].is_null() { structured } else { &structured["result"] };
+        assert!(shaped(method, result), "MCP {method}: {called}");
+    }
     srv.stop().await;
 }
 
