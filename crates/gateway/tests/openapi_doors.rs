@@ -59,6 +59,7 @@ async fn openapi_json_describes_the_rest_doors_and_swagger_parser_validates_it()
         assert!(doc["paths"][path].is_object(), "{path}");
     }
     assert!(doc["paths"].as_object().unwrap().keys().all(|p| !p.contains("rpc.")));
+    assert_eq!(srv.get("/openapi.json").await.body, answer.body, "made once, answered the same");
 
     let Some(dir) = tools_dir() else { return };
     let file = common::process::TempDir::new("openapi-doc");

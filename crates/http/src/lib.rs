@@ -196,6 +196,9 @@ pub(crate) struct AppState {
     mcp: Option<mcp::McpDoor>,
     /// `/console`, when enabled.
     console: Option<console::Console>,
+    /// `GET /openapi.json`, made on its first request (the registry never changes under a
+    /// router): an open route must not rebuild a document of every method on each request.
+    openapi: std::sync::OnceLock<axum::body::Bytes>,
 }
 
 /// The router with every route of the front door.
@@ -288,6 +291,7 @@ pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontD
         door_metrics,
         event_api,
         auth_refusals,
+        openapi: std::sync::OnceLock::new(),
     });
     // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
     // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:

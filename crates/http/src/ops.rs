@@ -15,9 +15,12 @@ pub(crate) async fn openrpc(State(st): State<Arc<AppState>>) -> Response {
 
 /// The REST doors as an OpenAPI 3.1 document, from the registry ([`crate::openapi`]).
 pub(crate) async fn openapi(State(st): State<Arc<AppState>>) -> Response {
-    let doc =
-        crate::openapi::document(st.dispatcher.registry(), &st.config.flow_steps, env!("CARGO_PKG_VERSION"));
-    json_response(StatusCode::OK, doc.to_string(), None)
+    let doc = st.openapi.get_or_init(|| {
+        let registry = st.dispatcher.registry();
+        let doc = crate::openapi::document(registry, &st.config.flow_steps, env!("CARGO_PKG_VERSION"));
+        axum::body::Bytes::from(doc.to_string())
+    });
+    json_response(StatusCode::OK, doc.clone(), None)
 }
 
 pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {

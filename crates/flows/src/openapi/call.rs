@@ -273,6 +273,12 @@ mod tests {
             vec![param("petId", In::Path, "simple", false), param("X", In::Header, "simple", false)],
             Body::None,
         );
+        let c = op(
+            vec![param("petId", In::Path, "simple", false), param("session", In::Cookie, "form", true)],
+            Body::None,
+        );
+        let b = c.build(br#"{"petId":1,"session":"a b;c"}"#).unwrap();
+        assert_eq!(b.headers.last().unwrap(), &("cookie".to_owned(), "session=a%20b%3Bc".to_owned()));
         assert!(h.build(br#"{"petId":1,"X":"a\r\nInjected: 1"}"#).unwrap_err().contains("control"));
     }
 
