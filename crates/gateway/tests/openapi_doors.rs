@@ -54,7 +54,7 @@ async fn openapi_json_describes_the_rest_doors_and_swagger_parser_validates_it()
     for status in ["400", "401", "403", "404", "409", "413", "429", "502", "503", "504"] {
         assert_eq!(charge["responses"][status]["$ref"], "#/components/responses/Error", "{status}");
     }
-    assert!(charge["responses"]["200"]["headers"]["X-Idempotency-Status"].is_object());
+    assert!(charge["responses"]["200"]["headers"]["x-idempotency-status"].is_object());
     for path in ["/v2/events", "/v2/events/{event_id}", "/v2/events/{event_id}/retry"] {
         assert!(doc["paths"][path].is_object(), "{path}");
     }

@@ -63,6 +63,7 @@ pub mod console;
 mod cors;
 mod flows;
 mod head;
+mod headers;
 mod health;
 mod mcp;
 mod meta;
@@ -97,23 +98,8 @@ pub use auth::tokens::{self, IssuerSpec, Issuers, TenantFrom};
 pub use auth::{Caller, TenantLimits, Tenants};
 pub(crate) use auth::{challenge_of, insufficient_scope};
 pub use axum::Router;
+pub use headers::*;
 pub use webhook::{Scheme, Verifier, Webhooks};
-
-/// Response header carrying the request's correlation id (SPEC §7).
-pub const CORRELATION_HEADER: &str = "x-correlation-id";
-/// Request/response header with the idempotency key (SPEC §3, §4).
-pub const KEY_HEADER: &str = "x-idempotency-key";
-/// The IETF draft's spelling, accepted on requests.
-pub const IETF_KEY_HEADER: &str = "idempotency-key";
-/// Response header with `new | processing | duplicate`.
-pub const STATUS_HEADER: &str = "x-idempotency-status";
-/// Request header asking to re-execute a failed command.
-pub const FORCE_RETRY_HEADER: &str = "x-force-retry";
-/// Request header with a tenant's API key (or `?key=`).
-pub const API_KEY_HEADER: &str = "x-api-key";
-/// Response header saying where the idempotency key came from: `client`, `derived`,
-/// `hashed` (SPEC §15).
-pub const KEY_SOURCE_HEADER: &str = "x-idempotency-key-source";
 
 /// Front-door settings.
 #[derive(Debug, Clone)]

@@ -7,6 +7,10 @@
 use std::collections::{BTreeSet, HashMap};
 
 use oncerpc_core::Registry;
+
+use crate::headers::{
+    API_KEY_HEADER, CORRELATION_HEADER, FORCE_RETRY_HEADER, IETF_KEY_HEADER, KEY_HEADER, STATUS_HEADER,
+};
 use oncerpc_protocol::ErrorCode;
 use serde_json::{Map, Value, json};
 
@@ -128,9 +132,9 @@ fn errors(mut responses: Value) -> Value {
 
 fn idempotency_headers() -> Value {
     json!({
-        "X-Idempotency-Key": {"description": "The key of the execution (a command's)", "schema": {"type": "string"}},
-        "X-Idempotency-Status": {"description": "new, processing or duplicate", "schema": {"type": "string", "enum": ["new", "processing", "duplicate"]}},
-        "X-Correlation-Id": {"schema": {"type": "string"}}
+        KEY_HEADER: {"description": "The key of the execution (a command's)", "schema": {"type": "string"}},
+        STATUS_HEADER: {"description": "new, processing or duplicate", "schema": {"type": "string", "enum": ["new", "processing", "duplicate"]}},
+        CORRELATION_HEADER: {"schema": {"type": "string"}}
     })
 }
 
@@ -138,13 +142,13 @@ fn components() -> Value {
     json!({
         "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer", "description": "An API key or an access token"},
-            "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+            "apiKey": {"type": "apiKey", "in": "header", "name": API_KEY_HEADER}
         },
         "parameters": {
             "Sync": {"name": "sync", "in": "query", "description": "true: answer the result; else submit an event", "schema": {"type": "string", "enum": ["true", "false", "1", "0"]}},
             "Tags": {"name": "tags", "in": "query", "description": "Comma-separated tags of the event", "schema": {"type": "string"}},
-            "IdempotencyKey": {"name": "Idempotency-Key", "in": "header", "description": "A command's key (X-Idempotency-Key too): sent again with it, the command runs once", "schema": {"type": "string", "minLength": 1, "maxLength": 255}},
-            "ForceRetry": {"name": "X-Force-Retry", "in": "header", "description": "true: run a failed command again under its key", "schema": {"type": "string", "enum": ["true", "false"]}},
+            "IdempotencyKey": {"name": IETF_KEY_HEADER, "in": "header", "description": format!("A command's key ({KEY_HEADER} too): sent again with it, the command runs once"), "schema": {"type": "string", "minLength": 1, "maxLength": 255}},
+            "ForceRetry": {"name": FORCE_RETRY_HEADER, "in": "header", "description": "true: run a failed command again under its key", "schema": {"type": "string", "enum": ["true", "false"]}},
             "EventId": {"name": "event_id", "in": "path", "required": true, "schema": {"type": "string"}}
         },
         "responses": {
