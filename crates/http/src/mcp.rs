@@ -40,7 +40,8 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The MCP door's own state.
 pub(crate) struct McpDoor {
     pub server: McpServer,
-    pub sessions: Sessions,
+    /// Shared with the doors of later configurations (a reload): sessions stay open.
+    pub sessions: Arc<Sessions>,
 }
 
 impl McpDoor {
@@ -51,12 +52,27 @@ impl McpDoor {
         external: oncerpc_mcp::External,
         names: oncerpc_mcp::ToolNames,
     ) -> McpDoor {
-        let sessions = Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle);
+        let sessions = Arc::new(Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle));
         // Names that clash (a registry the gateway's config check did not see): the methods'
         // own names, logged.
         let server = McpServer::with_names(dispatcher.clone(), external.clone(), names)
             .unwrap_or_else(|_| McpServer::with_external(dispatcher, external));
         McpDoor { server, sessions }
+    }
+
+    /// This door for a new configuration's dispatcher (a reload): its tools are the new
+    /// registry's, its sessions and counters this door's.
+    pub fn successor(
+        &self,
+        dispatcher: Arc<oncerpc_core::Dispatcher>,
+        external: oncerpc_mcp::External,
+        names: oncerpc_mcp::ToolNames,
+    ) -> McpDoor {
+        let server = self
+            .server
+            .successor(dispatcher.clone(), external.clone(), names)
+            .unwrap_or_else(|_| McpServer::with_external(dispatcher, external));
+        McpDoor { server, sessions: self.sessions.clone() }
     }
 }
 

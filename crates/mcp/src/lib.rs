@@ -175,7 +175,9 @@ pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
     tools: Tools,
     metrics: McpMetrics,
-    inflight: cancel::Inflight,
+    /// Shared with this server's successors (a reload), so a cancellation reaches a call
+    /// that started before it.
+    inflight: Arc<cancel::Inflight>,
 }
 
 impl McpServer {
@@ -211,7 +213,22 @@ impl McpServer {
         let found = external.clone();
         dispatcher.resolve_external(Arc::new(move |name| found.get(name).map(|t| t.method.clone())));
         let tools = tools.with_external(external);
-        McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
+        McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: Arc::default() }
+    }
+
+    /// A server over a new configuration's dispatcher (a reload), its tools named as
+    /// `names` says, that keeps this one's counters and the calls in flight that a
+    /// `notifications/cancelled` may still stop.
+    pub fn successor(
+        &self,
+        dispatcher: Arc<Dispatcher>,
+        external: External,
+        names: ToolNames,
+    ) -> Result<McpServer, ToolNameError> {
+        let mut next = McpServer::with_names(dispatcher, external, names)?;
+        next.metrics = self.metrics.clone();
+        next.inflight = self.inflight.clone();
+        Ok(next)
     }
 
     /// The door's counters (register them where `/metrics` gathers).

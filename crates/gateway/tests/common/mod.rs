@@ -9,6 +9,7 @@ pub mod oidc;
 pub mod pki;
 pub mod process;
 pub mod proxy;
+pub mod reload;
 pub mod tasks;
 pub mod tool_schemas;
 pub mod upstream;
