@@ -6,7 +6,7 @@
 //! the configuration they began with; every later request sees the new one. A config that
 //! fails any check changes nothing: the reason is logged at `error`, counted, and shown on
 //! `/healthz` (its kind only). Settings that need a restart keep their running values and
-//! are named ([`crate::restart`]).
+//! are named (module `restart`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
