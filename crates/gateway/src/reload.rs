@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use oncerpc_core::Dispatcher;
 use oncerpc_http::{ConfigReport, Live};
+use oncerpc_mcp_upstream::{Prepared, Upstreams};
 
 use crate::config::{Loaded, Source};
 use crate::{App, Config, ConfigError, flow, restart, upstream};
@@ -39,7 +40,9 @@ pub struct Reloader {
     demo: Arc<crate::demo::DemoState>,
     attempts: flow::StepAttempts,
     external: oncerpc_mcp::External,
-    upstreams: Option<Arc<oncerpc_mcp_upstream::Upstreams>>,
+    /// The MCP upstreams' supervisors; made by the first reload that adds one when the app
+    /// started with none.
+    upstreams: Mutex<Option<Arc<Upstreams>>>,
     tls: Option<Arc<oncerpc_http::tls::ListenerTls>>,
     report: ConfigReport,
     metrics: Metrics,
@@ -100,6 +103,19 @@ impl Metrics {
     }
 }
 
+/// A configuration built and checked, not in use yet.
+struct Next {
+    config: Config,
+    dispatcher: Arc<Dispatcher>,
+    issuers: Option<Arc<oncerpc_http::Issuers>>,
+    /// The restart-only settings kept at their running values.
+    kept: Vec<String>,
+    /// The MCP upstreams (`true`: this reload made them), and the change: the names to
+    /// remove and the upstreams to add.
+    upstreams: Option<(Arc<Upstreams>, bool, Vec<String>, Prepared)>,
+    client: reqwest::Client,
+}
+
 /// How a reload went.
 #[derive(Debug)]
 pub enum Reloaded {
@@ -133,7 +149,7 @@ impl Reloader {
             demo: app.demo.clone(),
             attempts: app.attempts.clone(),
             external: app.external.clone(),
-            upstreams: app.upstreams.clone(),
+            upstreams: Mutex::new(app.upstreams.clone()),
             tls: app.tls.clone(),
             report: app.report.clone(),
             metrics,
@@ -209,9 +225,19 @@ impl Reloader {
         let Loaded { config, hash } = source.load()?;
         let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
         let next = self.build(&served, config)?;
-        let (config, dispatcher, issuers, kept) = next;
-        let changed = restart::changed(&served.config, &config);
+        let changed = restart::changed(&served.config, &next.config);
         tracing::info!(changed = %changed.join(", "), "configuration checked: swapping it in");
+        let Next { config, dispatcher, issuers, kept, upstreams, client } = next;
+        if let Some((upstreams, made, removed, added)) = upstreams {
+            if made {
+                for c in upstreams.metrics().collectors() {
+                    let _ = dispatcher.metrics().register(c);
+                }
+                upstreams.start(dispatcher.clone(), self.external.clone(), client);
+            }
+            upstreams.change(&removed, added);
+            *self.upstreams.lock().unwrap_or_else(|e| e.into_inner()) = Some(upstreams);
+        }
         let http = crate::http_config(&config, issuers.clone(), self.external.clone(), self.report.clone());
         let door = self.live.current().successor(dispatcher.clone(), http);
         self.live.replace(door);
@@ -225,12 +251,7 @@ impl Reloader {
 
     /// Everything of the next configuration, checked as `check-config` and a start check
     /// it, nothing of it in use yet.
-    #[allow(clippy::type_complexity)]
-    fn build(
-        &self,
-        served: &Served,
-        mut config: Config,
-    ) -> Result<(Config, Arc<Dispatcher>, Option<Arc<oncerpc_http::Issuers>>, Vec<String>), ConfigError> {
+    fn build(&self, served: &Served, mut config: Config) -> Result<Next, ConfigError> {
         crate::check_methods(&config)?;
         if let (Some(t), Some(_)) = (&config.tls, &self.tls) {
             // The listener's certificate is counted as its own reloads are.
@@ -246,9 +267,25 @@ impl Reloader {
             config.validate()?;
             crate::check_methods(&config)?;
         }
+        let (removed, added) = crate::mcp_upstreams::changes(&served.config, &config)?;
+        let running = self.upstreams.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let upstreams = match running {
+            Some(u) => Some((u, false)),
+            None if !added.is_empty() => {
+                Some((Arc::new(Upstreams::new(Vec::new()).map_err(ConfigError::Invalid)?), true))
+            }
+            None => None,
+        };
+        let upstreams = match upstreams {
+            Some((u, made)) => {
+                let added = u.prepare(added).map_err(ConfigError::Invalid)?;
+                Some((u, made, removed, added))
+            }
+            None => None,
+        };
         let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
-        let registry =
-            crate::build_registry(&config, &self.demo, &client, &self.attempts, self.upstreams.as_ref())?;
+        let mcp = upstreams.as_ref().map(|(u, ..)| u);
+        let registry = crate::build_registry(&config, &self.demo, &client, &self.attempts, mcp)?;
         crate::check_app(&config, &registry)?;
         let same_identity = serde_json::to_value(&served.config.auth).ok()
             == serde_json::to_value(&config.auth).ok()
@@ -256,7 +293,7 @@ impl Reloader {
         let issuers =
             if same_identity { served.issuers.clone() } else { crate::start_issuers(&config, &client) };
         let dispatcher = Arc::new(served.dispatcher.successor(registry, crate::dispatcher_config(&config)));
-        Ok((config, dispatcher, issuers, kept))
+        Ok(Next { config, dispatcher, issuers, kept, upstreams, client })
     }
 
     fn reload_certificate(&self) {

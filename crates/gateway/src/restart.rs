@@ -26,7 +26,6 @@ pub(crate) fn keep(old: &Config, new: &mut Config) -> Vec<String> {
     keep_running!("mcp.enabled", mcp.enabled);
     keep_running!("mcp.session_secret", mcp.session_secret);
     keep_running!("mcp.session_idle_secs", mcp.session_idle_secs);
-    keep_running!("[[mcp.upstreams]]", mcp.upstreams);
     keep_running!("limits.max_in_flight", limits.max_in_flight);
     keep_running!("limits.max_background", limits.max_background);
     keep_running!("limits.max_connections", limits.max_connections);
