@@ -162,6 +162,18 @@ impl App {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.serve_ready(listener, shutdown, || {}).await
+    }
+
+    /// [`serve`](Self::serve), calling `ready` once the signal handlers are in place and
+    /// connections are about to be accepted: what says "listening" must come after them, or
+    /// a `SIGHUP` sent on seeing it could find no handler (and end the process).
+    pub async fn serve_ready(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce(),
+    ) -> std::io::Result<()> {
         let live = oncerpc_http::Live::new(self.front_door());
         let reloader = reload::Reloader::new(&self, live.clone());
         let grace = Duration::from_millis(self.config.limits.shutdown_grace_ms);
@@ -186,6 +198,7 @@ impl App {
             metrics: Some(self.dispatcher.metrics().clone()),
             tls: self.tls.clone(),
         };
+        ready();
         let server = oncerpc_http::serve_live(listener, live, serve_config, shutdown);
         tokio::pin!(server);
         // The server's own graceful wait for open connections counts against the grace.

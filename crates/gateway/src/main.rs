@@ -201,6 +201,16 @@ fn start(
         eprintln!("oncerpc: cannot start the runtime: {e}");
         ExitCode::FAILURE
     })?;
+    // From here on a SIGHUP never ends the process (the default action): tokio keeps a
+    // handler once one is registered. `serve` reloads on it once it serves; one that comes
+    // while the app is being built finds the file just read.
+    #[cfg(unix)]
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Err(e) = signal(SignalKind::hangup()) {
+            tracing::warn!(error = %e, "cannot install the SIGHUP handler");
+        }
+    });
     let app = rt.block_on(App::new(cfg)).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
@@ -276,13 +286,11 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(
-            addr = %addr,
-            mode = ?app.config.mode,
-            methods = app.dispatcher.registry().len(),
-            "oncerpc listening on {addr}"
-        );
-        let served = app.serve(listener, oncerpc_http::shutdown_signal()).await;
+        let (mode, methods) = (app.config.mode, app.dispatcher.registry().len());
+        let ready = move || {
+            tracing::info!(addr = %addr, mode = ?mode, methods, "oncerpc listening on {addr}");
+        };
+        let served = app.serve_ready(listener, oncerpc_http::shutdown_signal(), ready).await;
         if let Some(file) = &pid_file {
             let _ = std::fs::remove_file(file);
         }
