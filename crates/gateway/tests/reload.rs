@@ -268,3 +268,37 @@ async fn a_sighup_never_ends_the_process() {
     gw.sigterm();
     assert!(gw.wait_exit(Duration::from_secs(20)).success());
 }
+
+/// A reload keeps a tenant's rate bucket when its limits are the same (a reload is no way
+/// around a rate limit), and starts a fresh one when they changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_keeps_a_tenants_rate_bucket_unless_its_limits_changed() {
+    let up = Upstream::start().await;
+    // One request per ~3 hours: the bucket never refills during the test.
+    let limited = |burst: u32| {
+        config(&up, &[OLD_KEY], "").replace(
+            "name = \"acme\"\n",
+            &format!("name = \"acme\"\nrate_per_sec = 0.0001\nburst = {burst}\n"),
+        )
+    };
+    let mut gw = Reloadable::start("reload-rate", &limited(1), &[]);
+    let http = gw.gw.http();
+    let status = |http: common::process::Http| async move {
+        http.rpc(rpc("orders.get", 1), &[("x-api-key", OLD_KEY)]).await.status
+    };
+    assert_eq!(status(http.clone()).await, 200);
+    assert_eq!(status(http.clone()).await, 429, "the bucket is empty");
+    // Something else changes (a method): the tenant's bucket stays empty.
+    let more = format!(
+        "{}\n[[methods]]\nname = \"x.y\"\nkind = \"query\"\n  [[methods.steps]]\n  name = \"s\"\n  url = \"{}\"\n",
+        limited(1),
+        up.url("s")
+    );
+    assert_eq!(gw.reload(&more).await["outcome"], "ok");
+    assert_eq!(status(http.clone()).await, 429, "a reload does not refill the bucket");
+    // Its limits change: a new bucket of the new size.
+    assert_eq!(gw.reload(&limited(2)).await["outcome"], "ok");
+    assert_eq!(status(http.clone()).await, 200);
+    assert_eq!(status(http.clone()).await, 200);
+    assert_eq!(status(http.clone()).await, 429);
+}

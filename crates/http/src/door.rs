@@ -33,12 +33,16 @@ impl FrontDoor {
     /// The front door of a new configuration (a reload): `dispatcher` and `config` are the
     /// new ones; what belongs to the process rather than to one configuration is this door's
     /// and stays shared — the `limits.max_in_flight` pool (its size stays), the door's
-    /// counters, the MCP sessions (`mcp.enabled`, `mcp.session_secret` and
+    /// counters, each tenant's limiter whose limits are the same (its rate bucket and
+    /// in-flight count go on), the MCP sessions (`mcp.enabled`, `mcp.session_secret` and
     /// `mcp.session_idle_secs` stay) and the calls a cancellation may stop, and the console
     /// (its settings and sessions stay). Requests that began on this door finish on it. A
     /// door built from a bare router has nothing to share: the new one is built as
     /// [`front_door`] builds it.
-    pub fn successor(&self, dispatcher: Arc<Dispatcher>, config: HttpConfig) -> FrontDoor {
+    pub fn successor(&self, dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontDoor {
+        if let Some(p) = &self.state {
+            config.tenants.keep_limiters(&p.config.tenants);
+        }
         let lasting = match &self.state {
             Some(p) => Lasting::of(p),
             None => Lasting::first(&config),
