@@ -184,10 +184,12 @@ impl App {
         // SIGHUP reloads the configuration (and the certificate); it never ends the process.
         let hup = reloader.clone().on_sighup();
         let (began_tx, mut began_rx) = tokio::sync::oneshot::channel();
+        let streams = live.clone();
         let shutdown = async move {
             shutdown.await;
             resumer.abort();
             hup.abort();
+            streams.current().close_streams();
             let _ = began_tx.send(tokio::time::Instant::now());
         };
         let limits = &self.config.limits;

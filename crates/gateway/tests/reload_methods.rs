@@ -87,8 +87,9 @@ async fn tools(gw: &Reloadable, session: &str) -> Vec<String> {
 }
 
 /// A method added by a reload is served and listed at once (`rpc.discover`, and `tools/list`
-/// of an MCP session opened before the reload, which stays open); removed while a call to it
-/// runs, that call finishes with its result, and the next call is `-32601`.
+/// of an MCP session opened before the reload, which stays open, and whose stream hears
+/// `notifications/tools/list_changed`); removed while a call to it runs, that call finishes
+/// with its result, and the next call is `-32601`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_method_added_then_removed_while_a_call_runs() {
     let up = Upstream::start().await;
@@ -97,10 +98,29 @@ async fn a_method_added_then_removed_while_a_call_runs() {
     let a = mcp(&gw, &[], init).await;
     assert_eq!(a.status, 200, "{}", a.body);
     let session = a.header("mcp-session-id").expect("a session").to_owned();
+    assert_eq!(a.json()["result"]["capabilities"]["tools"]["listChanged"], true, "{}", a.body);
     assert!(!discovered(&gw).await.contains(&"extra.slow".to_owned()));
     assert!(!tools(&gw, &session).await.contains(&"extra_slow".to_owned()));
+    // The session's stream from the server (GET /mcp), open across the reloads.
+    let mut stream = gw
+        .gw
+        .http()
+        .client
+        .get(gw.gw.url("/mcp"))
+        .header("x-api-key", KEY)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(stream.status(), 200);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
 
     assert_eq!(gw.reload(&config(&up, true)).await["outcome"], "ok");
+    let heard = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("no hang");
+    let heard = String::from_utf8_lossy(&heard.expect("read").expect("an event")).into_owned();
+    assert!(heard.contains(r#""method":"notifications/tools/list_changed""#), "{heard}");
     assert!(discovered(&gw).await.contains(&"extra.slow".to_owned()), "rpc.discover lists the new method");
     assert!(tools(&gw, &session).await.contains(&"extra_slow".to_owned()), "the open session lists its tool");
 
@@ -119,6 +139,9 @@ async fn a_method_added_then_removed_while_a_call_runs() {
     assert_eq!(up.count("wait"), 1, "the call reached its step");
     assert_eq!(gw.reload(&config(&up, false)).await["outcome"], "ok");
     assert!(!discovered(&gw).await.contains(&"extra.slow".to_owned()), "no longer listed");
+    let heard = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("no hang");
+    let heard = String::from_utf8_lossy(&heard.expect("read").expect("an event")).into_owned();
+    assert!(heard.contains("notifications/tools/list_changed"), "told again on removal: {heard}");
     let gone =
         gw.gw.http().rpc(rpc("extra.slow", 8), &[("x-api-key", KEY), ("x-idempotency-key", "slow-2")]).await;
     assert_eq!(gone.json()["error"]["code"], -32601, "{}", gone.body);

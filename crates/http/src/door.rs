@@ -30,6 +30,22 @@ impl FrontDoor {
         self.router.clone()
     }
 
+    /// Tell the MCP sessions' open streams (`GET /mcp`) that the tools changed
+    /// (`notifications/tools/list_changed`): after a reload swapped in other tools.
+    pub fn tools_changed(&self) {
+        if let Some(door) = self.state.as_ref().and_then(|s| s.mcp.as_ref()) {
+            door.changes.tools();
+        }
+    }
+
+    /// End the MCP sessions' open streams: the server is shutting down, and a stream that
+    /// stayed open would hold the graceful shutdown to its grace.
+    pub fn close_streams(&self) {
+        if let Some(door) = self.state.as_ref().and_then(|s| s.mcp.as_ref()) {
+            door.changes.closing();
+        }
+    }
+
     /// The front door of a new configuration (a reload): `dispatcher` and `config` are the
     /// new ones; what belongs to the process rather than to one configuration is this door's
     /// and stays shared — the `limits.max_in_flight` pool (its size stays), the door's
