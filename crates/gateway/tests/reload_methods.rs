@@ -199,3 +199,39 @@ async fn oncerpc_reload_from_a_pid_file() {
     assert!(gw.gw.wait_exit(Duration::from_secs(20)).success());
     assert!(!gw.pid_file.exists(), "the pid file is removed on exit");
 }
+
+/// A session's open stream ends when the server shuts down: it never holds the graceful
+/// shutdown (here a grace of ten minutes) open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_session_stream_ends_at_shutdown() {
+    let up = Upstream::start().await;
+    let toml = format!("{}\n[limits]\nshutdown_grace_ms = 600000\n", config(&up, false));
+    let mut gw = Reloadable::start("reload-stream-shutdown", &toml, &[]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let a = mcp(&gw, &[], init).await;
+    let session = a.header("mcp-session-id").expect("a session").to_owned();
+    let mut stream = gw
+        .gw
+        .http()
+        .client
+        .get(gw.gw.url("/mcp"))
+        .header("x-api-key", KEY)
+        .header("mcp-session-id", &session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(stream.status(), 200);
+    let refused = gw.gw.http().get("/mcp", &[("x-api-key", KEY), ("mcp-session-id", "forged")]).await;
+    assert_eq!(refused.status, 406, "a stream needs Accept: text/event-stream");
+    let forged = gw
+        .gw
+        .http()
+        .get("/mcp", &[("x-api-key", KEY), ("mcp-session-id", "forged"), ("accept", "text/event-stream")])
+        .await;
+    assert_eq!(forged.status, 404, "{}", forged.body);
+    gw.gw.sigterm();
+    let end = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("the stream ended");
+    assert!(end.expect("read").is_none(), "the stream ends without an event");
+    assert!(gw.gw.wait_exit(Duration::from_secs(20)).success(), "{:#?}", gw.gw.log());
+}
