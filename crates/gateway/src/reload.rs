@@ -240,7 +240,7 @@ impl Reloader {
         }
         let http = crate::http_config(&config, issuers.clone(), self.external.clone(), self.report.clone());
         let door = self.live.current().successor(dispatcher.clone(), http);
-        let tools_changed = ["demo", "mcp", "methods", "mode"].iter().any(|s| changed.iter().any(|c| c == s));
+        let tools_changed = ["demo", "mcp", "methods"].iter().any(|s| changed.iter().any(|c| c == s));
         self.live.replace(door);
         if tools_changed {
             // After the swap: a client that lists the tools on hearing it gets the new list.
