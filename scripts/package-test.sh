@@ -2,8 +2,9 @@
 # The Debian package as an operator meets it: install it with dpkg, check what it put where,
 # check its config, verify its systemd unit, run the unit's ExecStart as the service would
 # (no systemd runs in the test container: a UID of DynamicUser's range and a state directory
-# made the way StateDirectory= makes it), send a keyed command twice, see an invalid config
-# refused, then remove and purge it.
+# made the way StateDirectory= makes it), send a keyed command twice, reload it with the
+# unit's ExecReload and with `oncerpc reload`, see an invalid config refused, then remove and
+# purge it.
 #
 # Usage: ./scripts/package-test.sh [PACKAGE.deb]
 #   Without an argument it builds one from the dev binary `cargo test` left in the target dir
@@ -132,6 +133,27 @@ grep -qi '^x-idempotency-status: duplicate' "$WORK/h2" || fail "the retry is not
 [ "$first" = "$second" ] || fail "the duplicate's body differs: $first / $second"
 [ "$first" = "{\"jsonrpc\":\"2.0\",\"result\":{\"total\":$((before + 3))},\"id\":1}" ] || fail "unexpected answer $first"
 [ "$after" = "$((before + 3))" ] || fail "the counter moved from $before to $after, not by 3 once"
+
+# The unit's ExecReload (what `systemctl reload oncerpc` runs; no systemd runs here), then
+# `oncerpc reload`, which waits for the outcome on /healthz: the process reloads, keeps
+# serving and keeps its records.
+RELOAD=$(sed -n 's/^ExecReload=//p' "$UNIT")
+[ -n "$RELOAD" ] || fail "no ExecReload= in $UNIT: systemctl reload would not reload"
+step "ExecReload: ${RELOAD//\$MAINPID/$PID}"
+${RELOAD//\$MAINPID/$PID} || fail "ExecReload failed"
+for _ in $(seq 1 100); do
+  grep -q 'configuration reloaded' "$WORK/serve.log" && break
+  kill -0 "$PID" 2>/dev/null || { cat "$WORK/serve.log" >&2; fail "oncerpc serve exited on SIGHUP"; }
+  sleep 0.1
+done
+grep -q 'configuration reloaded' "$WORK/serve.log" || { cat "$WORK/serve.log" >&2; fail "no reload after ExecReload"; }
+step "oncerpc reload --pid $PID --healthz http://$ADDR"
+/usr/bin/oncerpc reload --pid "$PID" --healthz "http://$ADDR" >"$WORK/reload.out" 2>&1 \
+  || { cat "$WORK/reload.out" "$WORK/serve.log" >&2; fail "oncerpc reload failed"; }
+grep -q '"outcome":"ok"' "$WORK/reload.out" || fail "oncerpc reload: $(cat "$WORK/reload.out")"
+again=$(rpc "$WORK/h4" "$CALL" -H "X-Idempotency-Key: $KEY")
+grep -qi '^x-idempotency-status: duplicate' "$WORK/h4" || fail "after the reloads the retry is not a duplicate: $(cat "$WORK/h4")"
+[ "$again" = "$first" ] || fail "after the reloads the duplicate's body differs: $again"
 
 step "SIGTERM"
 kill -TERM "$PID"

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod source;
 mod validate;
+
+pub use source::{Loaded, Source};
 
 pub use crate::limits::Limits;
 pub use oncerpc_flows::{StepConfig, UpstreamConfig};

@@ -16,6 +16,8 @@ pub mod logging;
 pub mod mcp;
 pub mod mcp_upstreams;
 pub mod openapi;
+pub mod reload;
+mod restart;
 pub mod secrets;
 pub mod telemetry;
 pub mod webhooks;
@@ -49,6 +51,26 @@ pub struct App {
     /// The identity providers whose tokens are accepted (`[[auth.issuers]]`), their keys
     /// fetched in the background from [`App::new`] on.
     pub issuers: Option<Arc<oncerpc_http::Issuers>>,
+    /// The flows' step attempts, counted across reloads.
+    attempts: flow::StepAttempts,
+    /// Where the configuration is read again on `SIGHUP` ([`App::reload_from`]); `None`:
+    /// a reload re-reads nothing and only the TLS certificate is reloaded.
+    source: Option<config::Source>,
+    /// What the app was built from (its hash is shown on `/healthz`).
+    loaded: Option<config::Loaded>,
+    /// What `/healthz` says about the configuration.
+    report: oncerpc_http::ConfigReport,
+}
+
+/// The `[[openapi]]` documents' operations added to `config.methods`, checked like the
+/// configured ones (at start and on every reload).
+pub(crate) async fn expand_openapi(config: &mut Config) -> Result<(), ConfigError> {
+    if config.openapi.is_empty() {
+        return Ok(());
+    }
+    let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
+    openapi::expand(config, &client).await?;
+    config.validate()
 }
 
 impl App {
@@ -56,33 +78,16 @@ impl App {
     /// run inside a tokio runtime).
     pub async fn new(mut config: Config) -> Result<App, ConfigError> {
         config.validate()?;
-        if !config.openapi.is_empty() {
-            // The documents' operations become methods, checked like the configured ones.
-            let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
-            openapi::expand(&mut config, &client).await?;
-            config.validate()?;
-        }
+        expand_openapi(&mut config).await?;
         let demo_state = Arc::new(demo::DemoState::default());
-        let mut registry = Registry::new();
-        if config.demo_enabled() {
-            let timeout = Duration::from_millis(config.limits.default_timeout_ms);
-            demo::register(&mut registry, demo_state.clone(), timeout)
-                .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-        }
         let attempts = flow::StepAttempts::new();
         let mcp = mcp_upstreams::upstreams(&config)?;
         let client = upstream::client(&config.upstream).map_err(ConfigError::Invalid)?;
-        register_flows(&mut registry, &config, &client, &attempts, mcp.as_ref())?;
+        let registry = build_registry(&config, &demo_state, &client, &attempts, mcp.as_ref())?;
         let store = open_store(&config.store, config.mode).await?;
         let mut app = App::with_store(config, registry, demo_state, store)?;
-        if !app.config.auth.issuers.is_empty() {
-            // Started now, not awaited: a gateway starts while its identity provider is down.
-            let names = app.config.tenants.iter().map(|t| t.name.clone()).collect();
-            let issuers =
-                Arc::new(oncerpc_http::Issuers::new(app.config.auth.specs(), names, client.clone()));
-            issuers.start();
-            app.issuers = Some(issuers);
-        }
+        app.attempts = attempts.clone();
+        app.issuers = start_issuers(&app.config, &client);
         app.dispatcher.metrics().register(attempts.collector()).map_err(ConfigError::Invalid)?;
         if let Some(upstreams) = mcp {
             for c in upstreams.metrics().collectors() {
@@ -92,6 +97,14 @@ impl App {
             app.upstreams = Some(upstreams);
         }
         Ok(app)
+    }
+
+    /// Reload from `source` on `SIGHUP` ([`reload`]); `loaded` is what the app was built
+    /// from (its hash is shown on `/healthz`).
+    pub fn reload_from(mut self, source: config::Source, loaded: config::Loaded) -> App {
+        self.source = Some(source);
+        self.loaded = Some(loaded);
+        self
     }
 
     /// An app serving a registry built by the caller (embedding, tests), with a memory store.
@@ -106,43 +119,8 @@ impl App {
         demo: Arc<demo::DemoState>,
         store: Arc<dyn Store>,
     ) -> Result<App, ConfigError> {
-        // Checked here too: tenants may be set by an embedder without `validate`.
-        http_tenants(&config).map_err(ConfigError::Invalid)?;
-        // Likewise the webhook verifiers (schemes, secrets, tenants), which the router builds,
-        // and the MCP tools' names (two methods with one name, or a name too long).
-        webhooks::webhooks(&config)?;
-        mcp::check_tool_names(&config, &registry)?;
-        // SPEC §3: a lease always outlives the method's timeout, with a margin.
-        let lease = Duration::from_millis(config.store.lease_ms);
-        if let Some(max) = registry.max_timeout()
-            && lease < max + oncerpc_core::lease_margin(max)
-        {
-            return Err(ConfigError::Invalid(format!(
-                "store.lease_ms ({}) must exceed every method timeout by at least {} ms (the longest is {} ms)",
-                config.store.lease_ms,
-                oncerpc_core::lease_margin(max).as_millis(),
-                max.as_millis()
-            )));
-        }
-        let dispatcher = Arc::new(Dispatcher::with_store(
-            registry,
-            DispatcherConfig {
-                batch: BatchConfig {
-                    enabled: config.batch.enabled,
-                    max_size: config.batch.max_size,
-                    max_concurrency: config.batch.max_concurrency,
-                },
-                idempotency: IdempotencyConfig {
-                    mode: config.mode,
-                    lease,
-                    ttl: Duration::from_secs(config.store.ttl_secs),
-                    store_timeout: config.store.op_timeout(),
-                },
-                max_background: config.limits.max_background,
-                tenant_background: tenant_background(&config),
-            },
-            store,
-        ));
+        check_app(&config, &registry)?;
+        let dispatcher = Arc::new(Dispatcher::with_store(registry, dispatcher_config(&config), store));
         let tls = match &config.tls {
             None => None,
             Some(t) => Some(
@@ -162,6 +140,10 @@ impl App {
             external: Default::default(),
             upstreams: None,
             issuers: None,
+            attempts: flow::StepAttempts::new(),
+            source: None,
+            loaded: None,
+            report: Default::default(),
         })
     }
 
@@ -172,34 +154,9 @@ impl App {
 
     /// The router, with the direct path for `POST /rpc` that [`oncerpc_http::serve`] takes.
     pub fn front_door(&self) -> oncerpc_http::FrontDoor {
-        let cfg = &self.config;
-        // The tenants' own limiters (SPEC §12) are built here, once per router.
-        let tenants = http_tenants(cfg).expect("tenants were checked when the app was built");
-        let flow_steps = cfg
-            .methods
-            .iter()
-            .map(|m| (m.name.clone(), m.steps.iter().map(|s| s.name.clone()).collect()))
-            .collect();
-        oncerpc_http::front_door(
-            self.dispatcher.clone(),
-            HttpConfig {
-                max_body_bytes: cfg.limits.max_body_bytes,
-                max_in_flight: cfg.limits.max_in_flight,
-                tenants,
-                issuers: self.issuers.clone(),
-                flow_steps,
-                body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
-                cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
-                public_url: cfg.http.public_url.clone(),
-                webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
-                mcp_enabled: cfg.mcp.enabled,
-                mcp_session_secret: cfg.mcp.session_secret.clone(),
-                mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
-                mcp_external: self.external.clone(),
-                mcp_tool_names: cfg.mcp.tool_names.mcp(),
-                console: cfg.console.http(cfg.mode, cfg.tls.is_some(), console_oidc(cfg)),
-            },
-        )
+        let http =
+            http_config(&self.config, self.issuers.clone(), self.external.clone(), self.report.clone());
+        oncerpc_http::front_door(self.dispatcher.clone(), http)
     }
 
     /// Bind the configured address.
@@ -218,15 +175,34 @@ impl App {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let door = self.front_door();
+        self.serve_ready(listener, shutdown, || {}).await
+    }
+
+    /// [`serve`](Self::serve), calling `ready` once the signal handlers are in place and
+    /// connections are about to be accepted: what says "listening" must come after them, or
+    /// a `SIGHUP` sent on seeing it could find no handler (and end the process).
+    pub async fn serve_ready(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+        ready: impl FnOnce(),
+    ) -> std::io::Result<()> {
+        let live = oncerpc_http::Live::new(self.front_door());
+        let reloader = reload::Reloader::new(&self, live.clone());
         let grace = Duration::from_millis(self.config.limits.shutdown_grace_ms);
-        // Async events left unfinished (by a crash, or by another replica) are resumed.
+        // Async events left unfinished (by a crash, or by another replica) are resumed, by
+        // the configuration current at each pass.
         let interval = Duration::from_millis(self.config.store.resume_interval_ms);
-        let resumer = tokio::spawn(self.dispatcher.clone().resume_events(interval));
+        let resumer = tokio::spawn(reloader.clone().resume_events(interval));
+        // SIGHUP reloads the configuration (and the certificate); it never ends the process.
+        let hup = reloader.clone().on_sighup();
         let (began_tx, mut began_rx) = tokio::sync::oneshot::channel();
+        let streams = live.clone();
         let shutdown = async move {
             shutdown.await;
             resumer.abort();
+            hup.abort();
+            streams.current().close_streams();
             let _ = began_tx.send(tokio::time::Instant::now());
         };
         let limits = &self.config.limits;
@@ -237,10 +213,8 @@ impl App {
             metrics: Some(self.dispatcher.metrics().clone()),
             tls: self.tls.clone(),
         };
-        if let Some(tls) = &self.tls {
-            tls.reload_on_sighup();
-        }
-        let server = oncerpc_http::serve(listener, door, serve_config, shutdown);
+        ready();
+        let server = oncerpc_http::serve_live(listener, live, serve_config, shutdown);
         tokio::pin!(server);
         // The server's own graceful wait for open connections counts against the grace.
         let (served, began) = tokio::select! {
@@ -261,6 +235,111 @@ impl App {
         }
         served
     }
+}
+
+/// The checks every app passes, at start and on a reload, beyond [`Config::validate`]: the
+/// tenants (an embedder may set them without `validate`), the webhook verifiers (schemes,
+/// secrets, tenants), the MCP tools' names (two methods with one name, or a name too long),
+/// and that a lease outlives every method's timeout, with a margin (SPEC §3).
+fn check_app(config: &Config, registry: &Registry) -> Result<(), ConfigError> {
+    http_tenants(config).map_err(ConfigError::Invalid)?;
+    webhooks::webhooks(config)?;
+    mcp::check_tool_names(config, registry)?;
+    let lease = Duration::from_millis(config.store.lease_ms);
+    if let Some(max) = registry.max_timeout()
+        && lease < max + oncerpc_core::lease_margin(max)
+    {
+        return Err(ConfigError::Invalid(format!(
+            "store.lease_ms ({}) must exceed every method timeout by at least {} ms (the longest is {} ms)",
+            config.store.lease_ms,
+            oncerpc_core::lease_margin(max).as_millis(),
+            max.as_millis()
+        )));
+    }
+    Ok(())
+}
+
+/// The dispatcher's settings of a config.
+fn dispatcher_config(config: &Config) -> DispatcherConfig {
+    DispatcherConfig {
+        batch: BatchConfig {
+            enabled: config.batch.enabled,
+            max_size: config.batch.max_size,
+            max_concurrency: config.batch.max_concurrency,
+        },
+        idempotency: IdempotencyConfig {
+            mode: config.mode,
+            lease: Duration::from_millis(config.store.lease_ms),
+            ttl: Duration::from_secs(config.store.ttl_secs),
+            store_timeout: config.store.op_timeout(),
+        },
+        max_background: config.limits.max_background,
+        tenant_background: tenant_background(config),
+    }
+}
+
+/// The front door's settings of a config (checked by [`check_app`] before).
+fn http_config(
+    cfg: &Config,
+    issuers: Option<Arc<oncerpc_http::Issuers>>,
+    external: oncerpc_mcp::External,
+    config_report: oncerpc_http::ConfigReport,
+) -> HttpConfig {
+    // The tenants' own limiters (SPEC §12) are built here, once per configuration.
+    let tenants = http_tenants(cfg).expect("tenants were checked when the app was built");
+    let flow_steps = cfg
+        .methods
+        .iter()
+        .map(|m| (m.name.clone(), m.steps.iter().map(|s| s.name.clone()).collect()))
+        .collect();
+    HttpConfig {
+        max_body_bytes: cfg.limits.max_body_bytes,
+        max_in_flight: cfg.limits.max_in_flight,
+        tenants,
+        issuers,
+        flow_steps,
+        body_timeout: Duration::from_millis(cfg.limits.body_timeout_ms),
+        cors_allowed_origins: cfg.http.cors_allowed_origins.clone(),
+        public_url: cfg.http.public_url.clone(),
+        webhooks: webhooks::webhooks(cfg).expect("webhooks were checked when the app was built"),
+        mcp_enabled: cfg.mcp.enabled,
+        mcp_session_secret: cfg.mcp.session_secret.clone(),
+        mcp_session_idle: Duration::from_secs(cfg.mcp.session_idle_secs),
+        mcp_external: external,
+        mcp_tool_names: cfg.mcp.tool_names.mcp(),
+        console: cfg.console.http(cfg.mode, cfg.tls.is_some(), console_oidc(cfg)),
+        config_report,
+    }
+}
+
+/// The registry a config describes: the demo methods where they are on, then its flows.
+fn build_registry(
+    config: &Config,
+    demo_state: &Arc<demo::DemoState>,
+    client: &reqwest::Client,
+    attempts: &flow::StepAttempts,
+    mcp: Option<&Arc<oncerpc_mcp_upstream::Upstreams>>,
+) -> Result<Registry, ConfigError> {
+    let mut registry = Registry::new();
+    if config.demo_enabled() {
+        let timeout = Duration::from_millis(config.limits.default_timeout_ms);
+        demo::register(&mut registry, demo_state.clone(), timeout)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    }
+    register_flows(&mut registry, config, client, attempts, mcp)?;
+    Ok(registry)
+}
+
+/// The identity providers of `[[auth.issuers]]`, their keys fetched from now on in the
+/// background (not awaited: a gateway starts while its identity provider is down).
+fn start_issuers(config: &Config, client: &reqwest::Client) -> Option<Arc<oncerpc_http::Issuers>> {
+    if config.auth.issuers.is_empty() {
+        return None;
+    }
+    let names = config.tenants.iter().map(|t| t.name.clone()).collect();
+    let issuers = Arc::new(oncerpc_http::Issuers::new(config.auth.specs(), names, client.clone()));
+    issuers.start();
+    Some(issuers)
 }
 
 /// The console's sign-in with the identity provider (`[console.oidc]`), when configured.

@@ -6,13 +6,15 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser, Subcommand};
 
 mod client_cli;
+mod reload_cli;
 
 /// mimalloc instead of glibc malloc: the request path allocates small, short-lived buffers,
 /// which glibc served with costly consolidation (see docs/BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use oncerpc::config::Source;
 use oncerpc::logging::{self, LogFormat, LogGuard, LogSettings};
-use oncerpc::{App, Config, ConfigError, Mode};
+use oncerpc::{App, Config, Mode};
 
 #[derive(Parser)]
 #[command(
@@ -41,6 +43,10 @@ enum Command {
     /// Submit a flow to a running gateway (the event id on stdout), wait for it (--wait),
     /// or call it synchronously (--sync).
     Flow(client_cli::FlowArgs),
+    /// Ask a running `oncerpc serve` to reload its configuration (the `SIGHUP` that
+    /// `systemctl reload` sends), named by its pid file or pid; with --healthz, wait for the
+    /// outcome.
+    Reload(reload_cli::ReloadArgs),
     /// Validate a config file and print what it would serve.
     CheckConfig {
         /// The TOML file to check.
@@ -72,6 +78,10 @@ struct ServeArgs {
     /// dev (keyless commands run without deduplication) or production (commands need a key).
     #[arg(long)]
     mode: Option<Mode>,
+    /// Write the process id to this file once listening (removed on exit), for
+    /// `oncerpc reload --pid-file`.
+    #[arg(long)]
+    pid_file: Option<PathBuf>,
     #[command(flatten)]
     log: LogArgs,
 }
@@ -115,26 +125,6 @@ impl LogArgs {
     }
 }
 
-/// The config file (none: the embedded default) with the command line's flags applied, then
-/// validated: a flag overrides the file before the file's own rules judge it.
-fn load(path: Option<&PathBuf>, o: &Overrides) -> Result<Config, ConfigError> {
-    let mut cfg = match path {
-        Some(p) => Config::read(p)?,
-        None => Config::default(),
-    };
-    if let Some(l) = &o.listen {
-        cfg.listen = l.clone();
-    }
-    if let Some(s) = &o.store {
-        cfg.store.url = s.clone();
-    }
-    if let Some(m) = o.mode {
-        cfg.mode = m;
-    }
-    cfg.validate()?;
-    Ok(cfg)
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -164,6 +154,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Call(args) => client_cli::call(args),
+        Command::Reload(args) => reload_cli::reload(args),
         Command::Flow(args) => client_cli::flow(args),
         Command::Manpage => manpage(),
     }
@@ -198,26 +189,19 @@ fn manpage() -> ExitCode {
     }
 }
 
-/// Command-line flags that override the config file.
-struct Overrides {
-    listen: Option<String>,
-    store: Option<String>,
-    mode: Option<Mode>,
-    worker_threads: Option<usize>,
-}
-
 /// Shared by `serve` and `stdio`: logging, the config with its overrides, the runtime, and
 /// the app (which connects to its store). `Err` is the exit code, the reason already printed.
 fn start(
     log: &LogArgs,
-    config: Option<&PathBuf>,
-    o: Overrides,
+    source: Source,
+    worker_threads: Option<usize>,
 ) -> Result<(tokio::runtime::Runtime, App, LogGuard), ExitCode> {
     // The config first: `[telemetry]` is part of how the log is set up (nothing logs before).
-    let cfg = load(config, &o).map_err(|e| {
+    let loaded = source.load().map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
     })?;
+    let cfg = loaded.config.clone();
     let telemetry = oncerpc::telemetry::pipeline(&cfg.telemetry).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
@@ -228,24 +212,35 @@ fn start(
         tracing::info!(endpoint = %oncerpc_core::redact_url(&url), service = %cfg.telemetry.service_name, sampling_ratio = cfg.telemetry.sampling_ratio, "exporting spans over OTLP");
     }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = o.worker_threads {
+    if let Some(n) = worker_threads {
         builder.worker_threads(n);
     }
     let rt = builder.enable_all().build().map_err(|e| {
         eprintln!("oncerpc: cannot start the runtime: {e}");
         ExitCode::FAILURE
     })?;
+    // From here on a SIGHUP never ends the process (the default action): tokio keeps a
+    // handler once one is registered. `serve` reloads on it once it serves; one that comes
+    // while the app is being built finds the file just read.
+    #[cfg(unix)]
+    rt.block_on(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Err(e) = signal(SignalKind::hangup()) {
+            tracing::warn!(error = %e, "cannot install the SIGHUP handler");
+        }
+    });
     let app = rt.block_on(App::new(cfg)).map_err(|e| {
         eprintln!("oncerpc: {e}");
         ExitCode::from(2)
     })?;
-    Ok((rt, app, log))
+    // `serve` reloads from the same source on SIGHUP.
+    Ok((rt, app.reload_from(source, loaded), log))
 }
 
 /// `oncerpc stdio`, or with `mcp` the MCP door on the same loop: `oncerpc mcp`.
 fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
-    let overrides = Overrides { listen: None, store: args.store, mode: args.mode, worker_threads: Some(2) };
-    let (rt, app, _log) = match start(&args.log, args.config.as_ref(), overrides) {
+    let source = Source { path: args.config, listen: None, store: args.store, mode: args.mode };
+    let (rt, app, _log) = match start(&args.log, source, Some(2)) {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -287,9 +282,9 @@ fn stdio(args: StdioArgs, mcp: bool) -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let overrides =
-        Overrides { listen: args.listen, store: args.store, mode: args.mode, worker_threads: None };
-    let (rt, app, _log) = match start(&args.log, args.config.as_ref(), overrides) {
+    let source = Source { path: args.config, listen: args.listen, store: args.store, mode: args.mode };
+    let pid_file = args.pid_file;
+    let (rt, app, _log) = match start(&args.log, source, None) {
         Ok(started) => started,
         Err(code) => return code,
     };
@@ -302,14 +297,22 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(file) = &pid_file
+            && let Err(e) = std::fs::write(file, format!("{}\n", std::process::id()))
+        {
+            eprintln!("oncerpc: cannot write the pid file {}: {e}", file.display());
+            return ExitCode::FAILURE;
+        }
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(
-            addr = %addr,
-            mode = ?app.config.mode,
-            methods = app.dispatcher.registry().len(),
-            "oncerpc listening on {addr}"
-        );
-        match app.serve(listener, oncerpc_http::shutdown_signal()).await {
+        let (mode, methods) = (app.config.mode, app.dispatcher.registry().len());
+        let ready = move || {
+            tracing::info!(addr = %addr, mode = ?mode, methods, "oncerpc listening on {addr}");
+        };
+        let served = app.serve_ready(listener, oncerpc_http::shutdown_signal(), ready).await;
+        if let Some(file) = &pid_file {
+            let _ = std::fs::remove_file(file);
+        }
+        match served {
             Ok(()) => {
                 tracing::info!("stopped");
                 ExitCode::SUCCESS

@@ -304,6 +304,35 @@ pub fn upstreams(
     Ok(Some(std::sync::Arc::new(upstreams)))
 }
 
+/// What a reload changes in `[[mcp.upstreams]]` (checked as a start checks them): the names
+/// to remove (gone, or changed) and the specs to add (new, or changed). An upstream whose
+/// entry and `mcp.tool_names` are the same is left alone.
+pub(crate) fn changes(
+    old: &crate::Config,
+    new: &crate::Config,
+) -> Result<(Vec<String>, Vec<UpstreamSpec>), crate::ConfigError> {
+    drop(upstreams(new)?);
+    let same_names = old.mcp.tool_names == new.mcp.tool_names;
+    let same = |a: &UpstreamConfig, b: &UpstreamConfig| {
+        same_names && a.name == b.name && serde_json::to_value(a).ok() == serde_json::to_value(b).ok()
+    };
+    let removed = old
+        .mcp
+        .upstreams
+        .iter()
+        .filter(|o| !new.mcp.upstreams.iter().any(|n| same(o, n)))
+        .map(|o| o.name.clone())
+        .collect();
+    let added = new
+        .mcp
+        .upstreams
+        .iter()
+        .filter(|n| !old.mcp.upstreams.iter().any(|o| same(o, n)))
+        .map(|n| n.spec(new.mcp.tool_names))
+        .collect();
+    Ok((removed, added))
+}
+
 pub use oncerpc_flows::McpStep;
 
 /// A step's `mcp` names a configured upstream, and the step has no `url` too.

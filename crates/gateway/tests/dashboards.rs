@@ -52,7 +52,7 @@ fn the_alert_rules_pass_promtool() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("SUCCESS: 4 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
 }
 
 async fn rpc(s: &TestServer, body: Value) -> common::Answer {

@@ -1,6 +1,7 @@
 //! `GET /healthz`: whether the store can serve (`200`, or `503` when it cannot serve any key),
 //! which of its parts cannot (`"status": "degraded"` with `shards`, still `200`: most keys are
-//! served, so a load balancer keeps the gateway), and each MCP upstream's state.
+//! served, so a load balancer keeps the gateway), each MCP upstream's state, and what
+//! [`ConfigReport`] says about the loaded configuration (`"config"`).
 
 use std::sync::Arc;
 
@@ -10,6 +11,30 @@ use axum::response::Response;
 use oncerpc_core::store::Health;
 
 use crate::{AppState, json_response};
+
+/// What `/healthz` shows as `"config"` (the loaded configuration's hash and load time, the
+/// last reload's outcome), kept up to date by whoever loads it; empty: not shown. Shared by
+/// the doors of every configuration.
+#[derive(Clone, Default)]
+pub struct ConfigReport(Arc<arc_swap::ArcSwapOption<serde_json::Value>>);
+
+impl ConfigReport {
+    /// Show `report` from now on. It is public: no secrets, no error text.
+    pub fn set(&self, report: serde_json::Value) {
+        self.0.store(Some(Arc::new(report)));
+    }
+
+    /// What is shown now.
+    pub fn get(&self) -> Option<Arc<serde_json::Value>> {
+        self.0.load_full()
+    }
+}
+
+impl std::fmt::Debug for ConfigReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ConfigReport").field(&self.get()).finish()
+    }
+}
 
 pub(crate) async fn healthz(State(st): State<Arc<AppState>>) -> Response {
     let store = st.dispatcher.store();
@@ -43,6 +68,9 @@ pub(crate) async fn healthz(State(st): State<Arc<AppState>>) -> Response {
     // down still serves everything else; its tools answer -32006).
     if let Some(upstreams) = st.config.mcp_external.health() {
         body["mcp_upstreams"] = upstreams;
+    }
+    if let Some(report) = st.config.config_report.get() {
+        body["config"] = (*report).clone();
     }
     json_response(status, body.to_string(), None)
 }

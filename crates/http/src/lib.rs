@@ -61,10 +61,12 @@
 pub mod auth;
 pub mod console;
 mod cors;
+mod door;
 mod flows;
 mod head;
 mod headers;
 mod health;
+pub use health::ConfigReport;
 mod mcp;
 mod meta;
 pub mod openapi;
@@ -73,8 +75,9 @@ mod peer;
 mod resource;
 mod rpc;
 mod serve;
+pub use door::{FrontDoor, front_door};
 pub(crate) use meta::request_meta;
-pub use serve::{ServeConfig, serve, shutdown_signal};
+pub use serve::{Live, ServeConfig, serve, serve_live, shutdown_signal};
 mod sse;
 pub mod tls;
 pub mod webhook;
@@ -87,7 +90,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use oncerpc_core::{Dispatcher, generated_id};
 use oncerpc_protocol::{ErrorCode, RpcError};
@@ -137,6 +139,8 @@ pub struct HttpConfig {
     pub mcp_tool_names: oncerpc_mcp::ToolNames,
     /// The operator console at `/console` (`[console]`); `None`: off.
     pub console: Option<console::ConsoleConfig>,
+    /// What `/healthz` says about the loaded configuration (empty: nothing).
+    pub config_report: ConfigReport,
 }
 
 impl Default for HttpConfig {
@@ -157,17 +161,22 @@ impl Default for HttpConfig {
             mcp_external: oncerpc_mcp::External::default(),
             mcp_tool_names: oncerpc_mcp::ToolNames::default(),
             console: None,
+            config_report: ConfigReport::default(),
         }
     }
 }
 
+/// One configuration of the front door. Each request reads the state current when it began
+/// and keeps it to its end; a reload ([`FrontDoor::successor`]) builds a new one whose
+/// process-wide parts (the in-flight limit, the door's metrics, MCP sessions, the console)
+/// are this one's, shared.
 pub(crate) struct AppState {
     pub dispatcher: Arc<Dispatcher>,
     pub config: HttpConfig,
-    in_flight: Semaphore,
+    in_flight: Arc<Semaphore>,
     default_tenant: Arc<str>,
     /// When a body timeout was last logged (at most once a second).
-    body_timeout_logged: std::sync::Mutex<Option<tokio::time::Instant>>,
+    body_timeout_logged: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     /// The headers some method's `key_header` names (lower case); usually none.
     key_headers: Vec<Arc<str>>,
     /// Metrics of the front door's own (webhook refusals, the events API), rendered after the
@@ -179,9 +188,9 @@ pub(crate) struct AppState {
     /// `POST /v2/events/{id}/retry` (`flows::observed`).
     event_api: prometheus::IntCounterVec,
     /// `/mcp`, when enabled.
-    mcp: Option<mcp::McpDoor>,
+    mcp: Option<Arc<mcp::McpDoor>>,
     /// `/console`, when enabled.
-    console: Option<console::Console>,
+    console: Option<Arc<console::Console>>,
     /// `GET /openapi.json`, made on its first request (the registry never changes under a
     /// router): an open route must not rebuild a document of every method on each request.
     openapi: std::sync::OnceLock<axum::body::Bytes>,
@@ -190,122 +199,6 @@ pub(crate) struct AppState {
 /// The router with every route of the front door.
 pub fn router(dispatcher: Arc<Dispatcher>, config: HttpConfig) -> Router {
     front_door(dispatcher, config).router
-}
-
-/// The front door as [`serve`] runs it: the [`router`], and `POST /rpc` answered straight from
-/// the connection (no routing table, no extractors, no boxed route future: ~4,700 instructions
-/// of a call's ~35,000 went there). The handler and every rule are the router's own; only the
-/// way to it is shorter. With CORS configured the layer wraps the router, so every request goes
-/// through it.
-#[derive(Clone)]
-pub struct FrontDoor {
-    router: Router,
-    /// `Some`: `POST /rpc` goes straight to [`rpc::handle`].
-    rpc: Option<Arc<AppState>>,
-}
-
-impl FrontDoor {
-    /// The router with every route, `POST /rpc` included.
-    pub fn router(&self) -> Router {
-        self.router.clone()
-    }
-}
-
-/// Any router, served as it is (no direct path).
-impl From<Router> for FrontDoor {
-    fn from(router: Router) -> Self {
-        FrontDoor { router, rpc: None }
-    }
-}
-
-/// [`router`], with the direct path for `POST /rpc` that [`serve`] takes.
-pub fn front_door(dispatcher: Arc<Dispatcher>, mut config: HttpConfig) -> FrontDoor {
-    let cors = cors::layer(&config.cors_allowed_origins);
-    let in_flight = Semaphore::new(config.max_in_flight.max(1));
-    let registry = dispatcher.registry();
-    let mut key_headers: Vec<Arc<str>> = registry
-        .names()
-        .into_iter()
-        .filter_map(|n| match &registry.spec(n)?.key_from {
-            Some(oncerpc_core::KeySource::Header(h)) => Some(Arc::from(h.as_str())),
-            _ => None,
-        })
-        .collect();
-    key_headers.sort_unstable();
-    key_headers.dedup();
-    let door_metrics = prometheus::Registry::new();
-    config.webhooks.register_metrics(&door_metrics);
-    let event_api = prometheus::IntCounterVec::new(
-        prometheus::Opts::new(
-            "oncerpc_event_api_total",
-            "Answers of the events API by operation (list, retry) and HTTP status (4xx: refused)",
-        ),
-        &["op", "status"],
-    )
-    .expect("valid metric");
-    let _ = door_metrics.register(Box::new(event_api.clone()));
-    let auth_refusals = prometheus::IntCounterVec::new(
-        prometheus::Opts::new(
-            "oncerpc_auth_refusals_total",
-            "Callers refused for their credentials, by reason (missing, invalid_key, a token's failed check, token_in_url: 401; identity_unavailable: 503)",
-        ),
-        &["reason"],
-    )
-    .expect("valid metric");
-    let _ = door_metrics.register(Box::new(auth_refusals.clone()));
-    let mcp = config.mcp_enabled.then(|| {
-        let secret = config.mcp_session_secret.as_deref().map(str::as_bytes);
-        let external = config.mcp_external.clone();
-        let names = config.mcp_tool_names;
-        mcp::McpDoor::new(dispatcher.clone(), secret, config.mcp_session_idle, external, names)
-    });
-    if let Some(door) = &mcp {
-        door.server.metrics().register(&door_metrics);
-        let _ = door_metrics.register(Box::new(door.sessions.active_gauge()));
-    }
-    let console = config.console.clone().map(|c| console::Console::new(c, &door_metrics));
-    let console_routes = console.is_some().then(console::routes);
-    let state = Arc::new(AppState {
-        console,
-        mcp,
-        dispatcher,
-        config,
-        in_flight,
-        default_tenant: Arc::from(oncerpc_core::DEFAULT_TENANT),
-        body_timeout_logged: std::sync::Mutex::new(None),
-        key_headers,
-        door_metrics,
-        event_api,
-        auth_refusals,
-        openapi: std::sync::OnceLock::new(),
-    });
-    // Admission (max_in_flight) and authentication are plain calls at the top of each guarded
-    // handler ([`AppState::admit`], [`AppState::authenticate`]) rather than middleware layers:
-    // the profile showed the boxed layers' per-request cost.
-    let router = Router::new()
-        .route("/rpc", post(rpc::rpc))
-        .route("/mcp", post(mcp::post).get(mcp::get).delete(mcp::delete))
-        .route("/v2/flows", post(flows::missing_flow))
-        .route("/v2/flows/", post(flows::missing_flow))
-        .route("/v2/flows/{flow}", post(flows::flow))
-        .route("/v2/events", get(flows::list_events))
-        .route("/v2/events/{event_id}", get(flows::event))
-        .route("/v2/events/{event_id}/retry", post(flows::retry_event))
-        .route("/healthz", get(health::healthz))
-        .route("/.well-known/oauth-protected-resource", get(resource::metadata))
-        .route(resource::MCP_METADATA_PATH, get(resource::metadata))
-        .route("/openrpc.json", get(ops::openrpc))
-        .route("/openapi.json", get(ops::openapi))
-        .route("/metrics", get(ops::metrics));
-    let router = match console_routes {
-        Some(routes) => router.merge(routes),
-        None => router,
-    };
-    let router = router.with_state(state.clone());
-    match cors {
-        Some(cors) => FrontDoor { router: router.layer(cors), rpc: None },
-        None => FrontDoor { router, rpc: Some(state) },
-    }
 }
 
 /// A request admitted under `limits.max_in_flight`; dropping it frees the slot.

@@ -10,8 +10,9 @@
 //!   to the tenant (any replica with the same `mcp.session_secret` accepts it). Every other
 //!   message needs it: missing `400`; unknown, expired, ended or another tenant's `404`.
 //!   `MCP-Protocol-Version`, when sent, must be a served revision (`400`).
-//! * `DELETE` with the session id ends it (`204`). `GET` is `405`: no server stream is
-//!   offered (answers come in the POST's response).
+//! * `DELETE` with the session id ends it (`204`). `GET` with the session id is the server's
+//!   stream to the client (`text/event-stream`): `notifications/tools/list_changed` when a
+//!   reload changed the tools (`stream.rs`); without one `405`.
 //! * `Origin`, when present, must be loopback or an allowed CORS origin, else `403` (DNS
 //!   rebinding). The same limits as every door: body size and time, in-flight, the tenant's
 //!   API key (`Authorization: Bearer`, `X-API-Key`, `?key=`), rate and in-flight.
@@ -31,6 +32,8 @@ use oncerpc_protocol::{ErrorCode, RpcError};
 use crate::{AppState, Door, read_body};
 
 mod stateless;
+mod stream;
+pub(crate) use stream::{Changes, get};
 
 /// The session header (requests and the `initialize` answer).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -40,7 +43,10 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The MCP door's own state.
 pub(crate) struct McpDoor {
     pub server: McpServer,
-    pub sessions: Sessions,
+    /// Shared with the doors of later configurations (a reload): sessions stay open.
+    pub sessions: Arc<Sessions>,
+    /// The open sessions' streams (`GET /mcp`), shared likewise.
+    pub changes: Changes,
 }
 
 impl McpDoor {
@@ -51,12 +57,28 @@ impl McpDoor {
         external: oncerpc_mcp::External,
         names: oncerpc_mcp::ToolNames,
     ) -> McpDoor {
-        let sessions = Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle);
+        let sessions = Arc::new(Sessions::new(SessionTokens::new(secret), dispatcher.store().clone(), idle));
         // Names that clash (a registry the gateway's config check did not see): the methods'
         // own names, logged.
         let server = McpServer::with_names(dispatcher.clone(), external.clone(), names)
-            .unwrap_or_else(|_| McpServer::with_external(dispatcher, external));
-        McpDoor { server, sessions }
+            .unwrap_or_else(|_| McpServer::with_external(dispatcher, external))
+            .announcing_list_changes();
+        McpDoor { server, sessions, changes: Changes::default() }
+    }
+
+    /// This door for a new configuration's dispatcher (a reload): its tools are the new
+    /// registry's, its sessions and counters this door's.
+    pub fn successor(
+        &self,
+        dispatcher: Arc<oncerpc_core::Dispatcher>,
+        external: oncerpc_mcp::External,
+        names: oncerpc_mcp::ToolNames,
+    ) -> McpDoor {
+        let server = self
+            .server
+            .successor(dispatcher.clone(), external.clone(), names)
+            .unwrap_or_else(|_| McpServer::with_external(dispatcher, external).announcing_list_changes());
+        McpDoor { server, sessions: self.sessions.clone(), changes: self.changes.clone() }
     }
 }
 
@@ -181,15 +203,6 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
         },
         _ => session_not_found(door),
     }
-}
-
-pub(crate) async fn get(State(st): State<Arc<AppState>>) -> Response {
-    if st.mcp.is_none() {
-        return StatusCode::NOT_FOUND.into_response();
-    }
-    let mut resp = StatusCode::METHOD_NOT_ALLOWED.into_response();
-    resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-    resp
 }
 
 /// Whose a session is: the tenant, and the credential's subject when it names one (a token's

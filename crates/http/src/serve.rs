@@ -221,7 +221,7 @@ struct Connection {
     /// The first request head must arrive within it ([`head::first`]); the later ones are
     /// held to it by `idle` (below).
     header_timeout: Duration,
-    door: FrontDoor,
+    door: Live,
     watcher: hyper_util::server::graceful::Watcher,
     /// With no request in progress for this long the connection is closed: the lesser of
     /// the idle and the header timeouts. A request is in progress from its complete head
@@ -252,8 +252,6 @@ impl Connection {
         // The router as it is: layering it per connection (e.g. axum's `ConnectInfo`) rebuilds
         // and boxes every route for each connection and adds an extension per request;
         // nothing reads the peer address.
-        let FrontDoor { router, rpc } = door;
-        let svc = hyper_util::service::TowerToHyperService::new(router);
         let act = activity.clone();
         let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             let active = act.begin();
@@ -262,14 +260,20 @@ impl Connection {
             if req.uri().path() == crate::console::LOGIN_PATH {
                 req.extensions_mut().insert(crate::peer::Peer(peer.ip()));
             }
-            let fut = match &rpc {
+            // The door current now answers this request to its end, whatever a reload swaps
+            // in meanwhile (one lock-free load per request).
+            let current = door.0.load();
+            let fut = match &current.rpc {
                 Some(st) if req.method() == hyper::Method::POST && req.uri().path() == "/rpc" => {
                     let st = st.clone();
                     Either::Left(async move {
                         Ok::<_, std::convert::Infallible>(crate::rpc::handle(&st, req.map(Body::new)).await)
                     })
                 }
-                _ => Either::Right(hyper::service::Service::call(&svc, req)),
+                _ => {
+                    let svc = hyper_util::service::TowerToHyperService::new(current.router.clone());
+                    Either::Right(hyper::service::Service::call(&svc, req))
+                }
             };
             async move {
                 let resp = fut.await;
@@ -300,13 +304,46 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_live(listener, Live::new(door.into()), config, shutdown).await
+}
+
+/// A front door that can be replaced while it is served ([`serve_live`]): a reload builds the
+/// next configuration's door ([`FrontDoor::successor`]) and [`replace`](Live::replace)s it.
+/// Each request is answered by the door current when it arrived, to its end (a streamed
+/// answer too); every request that arrives after the swap, on any connection (kept-alive
+/// ones included), gets the new one. Nothing is closed by a swap.
+#[derive(Clone)]
+pub struct Live(Arc<arc_swap::ArcSwap<FrontDoor>>);
+
+impl Live {
+    pub fn new(door: FrontDoor) -> Live {
+        Live(Arc::new(arc_swap::ArcSwap::from_pointee(door)))
+    }
+
+    /// The door current now.
+    pub fn current(&self) -> Arc<FrontDoor> {
+        self.0.load_full()
+    }
+
+    /// Answer every later request with `door`.
+    pub fn replace(&self, door: FrontDoor) {
+        self.0.store(Arc::new(door));
+    }
+}
+
+/// [`serve`] a [`Live`] door: each request is answered by the door current when it arrived.
+pub async fn serve_live(
+    listener: tokio::net::TcpListener,
+    door: Live,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     use hyper_util::rt::TokioTimer;
     let mut builder = hyper::server::conn::http1::Builder::new();
     // No `header_read_timeout`: the connection's idle timer holds later heads to the header
     // timeout (see `Connection::idle`).
     builder.timer(TokioTimer::new()).header_read_timeout(None).keep_alive(true);
     let builder = Arc::new(builder);
-    let door = door.into();
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let mut last_warn: Option<tokio::time::Instant> = None;

@@ -313,6 +313,14 @@ impl Webhooks {
         self.refusals = Some(counter);
     }
 
+    /// Count refusals in `other`'s counter (the first front door's, registered once): a
+    /// reload's webhooks keep the totals.
+    pub(crate) fn share_metrics(&mut self, other: &Webhooks) {
+        if other.refusals.is_some() {
+            self.refusals = other.refusals.clone();
+        }
+    }
+
     /// `Ok(None)`: `method` is not a signed method. `Ok(Some)`: verified. `Err`: the `401`.
     pub(crate) fn check(
         &self,

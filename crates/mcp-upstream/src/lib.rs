@@ -79,11 +79,18 @@ pub struct UpstreamSpec {
     pub tool_names: oncerpc_mcp::ToolNames,
 }
 
-/// The upstreams of one gateway, connected and kept connected by their supervisors.
+/// The upstreams of one gateway, connected and kept connected by their supervisors. A reload
+/// changes them ([`Upstreams::change`]): added ones are connected, removed ones closed once
+/// their calls have finished, the others left alone.
 pub struct Upstreams {
-    links: BTreeMap<String, Arc<link::Link>>,
+    links: std::sync::RwLock<BTreeMap<String, Arc<link::Link>>>,
     metrics: UpstreamMetrics,
+    /// What [`start`](Self::start) was given, for the supervisors of upstreams added later.
+    started: std::sync::OnceLock<(Arc<Dispatcher>, External, reqwest::Client)>,
 }
+
+/// Upstreams made for a change ([`Upstreams::prepare`]), not connected yet.
+pub struct Prepared(Vec<Arc<link::Link>>);
 
 impl Upstreams {
     /// The upstreams of `specs`, not yet connected ([`start`](Self::start) connects them).
@@ -94,15 +101,52 @@ impl Upstreams {
             let link = link::Link::new(spec, metrics.clone())?;
             links.insert(link.spec.name.clone(), link);
         }
-        Ok(Upstreams { links, metrics })
+        Ok(Upstreams { links: links.into(), metrics, started: Default::default() })
     }
 
     /// Start a supervisor per upstream (inside a tokio runtime). Their tools appear in
     /// `external` as each connects.
     pub fn start(&self, dispatcher: Arc<Dispatcher>, external: External, http: reqwest::Client) {
-        for link in self.links.values() {
+        for link in self.links().values() {
             link.clone().supervise(dispatcher.clone(), external.clone(), http.clone());
         }
+        let _ = self.started.set((dispatcher, external, http));
+    }
+
+    /// The upstreams `specs` describe, checked and made, not connected: what
+    /// [`change`](Self::change) adds.
+    pub fn prepare(&self, specs: Vec<UpstreamSpec>) -> Result<Prepared, String> {
+        specs
+            .into_iter()
+            .map(|s| link::Link::new(s, self.metrics.clone()))
+            .collect::<Result<_, _>>()
+            .map(Prepared)
+    }
+
+    /// Remove the upstreams named `removed` — their tools are withdrawn at once, their calls
+    /// in flight finish, then each is closed (a command stopped) — and add `added`, connected
+    /// from now on (once started). An upstream in both is replaced.
+    pub fn change(&self, removed: &[String], added: Prepared) {
+        let mut links = self.links.write().unwrap_or_else(|e| e.into_inner());
+        for name in removed {
+            if let Some(link) = links.remove(name) {
+                if let Some((_, external, _)) = self.started.get() {
+                    link.retire(external);
+                } else {
+                    link.stop();
+                }
+            }
+        }
+        for link in added.0 {
+            if let Some((dispatcher, external, http)) = self.started.get() {
+                link.clone().supervise(dispatcher.clone(), external.clone(), http.clone());
+            }
+            links.insert(link.spec.name.clone(), link);
+        }
+    }
+
+    fn links(&self) -> BTreeMap<String, Arc<link::Link>> {
+        self.links.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The counters and gauges (register them where `/metrics` gathers).
@@ -119,7 +163,8 @@ impl Upstreams {
         arguments: serde_json::Map<String, Value>,
         key: Option<&str>,
     ) -> Result<Value, RpcError> {
-        let Some(link) = self.links.get(upstream) else {
+        let link = self.links.read().unwrap_or_else(|e| e.into_inner()).get(upstream).cloned();
+        let Some(link) = link else {
             return Err(call::failed(upstream, "no such upstream"));
         };
         link.call_tool(tool, arguments, key, None).await
@@ -134,7 +179,7 @@ impl Upstreams {
 
     /// Stop every supervisor (and the commands they started).
     pub fn stop(&self) {
-        for link in self.links.values() {
+        for link in self.links().values() {
             link.stop();
         }
     }

@@ -51,6 +51,8 @@ pub struct Link {
     /// Its access tokens (`oauth`), made with the first connection's HTTP client and kept
     /// across connections, so a token outlives a reconnect.
     tokens: OnceLock<Option<Arc<TokenSource>>>,
+    /// Removed by a reload: its tools are withdrawn and stay so until it stops.
+    retired: AtomicBool,
 }
 
 /// A tool's `x-mcp-header` arguments: each header's name and the path to its argument.
@@ -85,11 +87,27 @@ impl Link {
             next_token: AtomicI64::new(1),
             header_params: RwLock::default(),
             tokens: OnceLock::new(),
+            retired: AtomicBool::new(false),
         }))
     }
 
     pub fn stop(&self) {
         self.stop.send_replace(true);
+    }
+
+    /// Removed by a reload: withdraw its tools from `external` now (no new call reaches it),
+    /// let the calls in flight finish (each is bounded by the upstream's `timeout_ms`), then
+    /// stop it.
+    pub fn retire(self: Arc<Self>, external: &External) {
+        self.retired.store(true, Ordering::SeqCst);
+        external.replace(&self.spec.name, Vec::new());
+        external.forget_health(&self.spec.name);
+        tokio::spawn(async move {
+            let all = u32::try_from(self.spec.max_in_flight.max(1)).unwrap_or(u32::MAX);
+            let _idle = self.limit.acquire_many(all).await;
+            tracing::info!(upstream = %self.spec.name, "MCP upstream removed by a reload: its calls have finished, closing it");
+            self.stop();
+        });
     }
 
     fn set_connection(&self, connection: Option<Arc<Connection>>) {
@@ -205,6 +223,9 @@ impl Link {
         dispatcher: &Dispatcher,
         external: &External,
     ) -> (usize, Option<Duration>) {
+        if self.retired.load(Ordering::SeqCst) {
+            return (0, None);
+        }
         match tokio::time::timeout(self.spec.timeout, connection.list_tools()).await {
             Ok(Ok(Listing { tools, ttl })) => {
                 let headers = tools
@@ -255,6 +276,9 @@ impl Link {
     }
 
     fn report(&self, external: &External, up: bool, error: Option<&str>) {
+        if self.retired.load(Ordering::SeqCst) {
+            return;
+        }
         let mut state = json!({ "up": up, "tools": external.names(&self.spec.name).len() });
         let withheld = external.withheld(&self.spec.name);
         if !withheld.is_empty() {

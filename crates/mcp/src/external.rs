@@ -175,6 +175,11 @@ impl External {
         self.inner.health.lock().unwrap_or_else(|e| e.into_inner()).insert(source.to_owned(), state);
     }
 
+    /// Forget `source`'s state (a source that is gone).
+    pub fn forget_health(&self, source: &str) {
+        self.inner.health.lock().unwrap_or_else(|e| e.into_inner()).remove(source);
+    }
+
     /// Every source's state, by name; `None` when there are no sources.
     pub fn health(&self) -> Option<Value> {
         let health = self.inner.health.lock().unwrap_or_else(|e| e.into_inner());

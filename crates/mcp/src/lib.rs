@@ -175,7 +175,12 @@ pub struct McpServer {
     dispatcher: Arc<Dispatcher>,
     tools: Tools,
     metrics: McpMetrics,
-    inflight: cancel::Inflight,
+    /// Shared with this server's successors (a reload), so a cancellation reaches a call
+    /// that started before it.
+    inflight: Arc<cancel::Inflight>,
+    /// `initialize` says `tools.listChanged: true`: the transport sends
+    /// `notifications/tools/list_changed` to open sessions when the tools change.
+    list_changed: bool,
 }
 
 impl McpServer {
@@ -211,7 +216,36 @@ impl McpServer {
         let found = external.clone();
         dispatcher.resolve_external(Arc::new(move |name| found.get(name).map(|t| t.method.clone())));
         let tools = tools.with_external(external);
-        McpServer { dispatcher, tools, metrics: McpMetrics::new(), inflight: cancel::Inflight::default() }
+        McpServer {
+            dispatcher,
+            tools,
+            metrics: McpMetrics::new(),
+            inflight: Arc::default(),
+            list_changed: false,
+        }
+    }
+
+    /// Say in `initialize` that open sessions are told when the tools change (a transport
+    /// with a stream to the client, which sends `notifications/tools/list_changed`).
+    pub fn announcing_list_changes(mut self) -> McpServer {
+        self.list_changed = true;
+        self
+    }
+
+    /// A server over a new configuration's dispatcher (a reload), its tools named as
+    /// `names` says, that keeps this one's counters and the calls in flight that a
+    /// `notifications/cancelled` may still stop.
+    pub fn successor(
+        &self,
+        dispatcher: Arc<Dispatcher>,
+        external: External,
+        names: ToolNames,
+    ) -> Result<McpServer, ToolNameError> {
+        let mut next = McpServer::with_names(dispatcher, external, names)?;
+        next.metrics = self.metrics.clone();
+        next.inflight = self.inflight.clone();
+        next.list_changed = self.list_changed;
+        Ok(next)
     }
 
     /// The door's counters (register them where `/metrics` gathers).
@@ -353,7 +387,7 @@ impl McpServer {
             .find(|v| Some(*v) == asked.as_deref())
             .unwrap_or(SESSION_VERSIONS[0]);
         session.version = Some(version);
-        let mut capabilities = json!({ "tools": { "listChanged": false }, "logging": {} });
+        let mut capabilities = json!({ "tools": { "listChanged": self.list_changed }, "logging": {} });
         if tasks::session::offered(session) {
             capabilities["tasks"] = tasks::session::capability();
         }

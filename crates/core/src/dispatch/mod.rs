@@ -161,8 +161,9 @@ pub struct Dispatcher {
     discover: Box<RawValue>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) metrics: Metrics,
-    /// Async events executing in this process (not to be resumed by its own scanner).
-    pub(crate) running_events: Mutex<std::collections::HashSet<String>>,
+    /// Async events executing in this process (not to be resumed by its own scanner); shared
+    /// with this dispatcher's successors ([`Dispatcher::successor`]).
+    pub(crate) running_events: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Keyed executions: claims, leases, outcomes, and the tasks shutdown waits for.
     pub(crate) exec: Arc<Executions>,
     /// Finds methods that are not in the registry (a door's external tools), for their events.
@@ -201,9 +202,40 @@ impl Dispatcher {
             discover,
             store,
             metrics,
-            running_events: Mutex::new(Default::default()),
+            running_events: Default::default(),
             exec,
             external: std::sync::OnceLock::new(),
+            memo: memo::PreparedMemo::default(),
+        }
+    }
+
+    /// A dispatcher for a new configuration (a reload): `registry` and `config` are the new
+    /// ones, and everything that outlives one configuration is this one's — the store, the
+    /// metrics, the keyed executions (their claims, unrecorded outcomes, background budget and
+    /// the tasks shutdown waits for), the async events running here, and the resolver of
+    /// external methods. Requests that hold this dispatcher finish on it; shutting down either
+    /// waits for the executions of both. The background budget stays as it is
+    /// (`config.max_background` and `tenant_background` are not applied).
+    pub fn successor(&self, registry: Registry, config: DispatcherConfig) -> Dispatcher {
+        let doc = openrpc::document(&registry, "oncerpc", env!("CARGO_PKG_VERSION"));
+        let discover = serde_json::value::to_raw_value(&doc).expect("a Value always serialises");
+        for m in registry.iter() {
+            let _ = m.metrics.set(self.metrics.for_method(&m.name, m.spec.kind.as_str()));
+        }
+        let external = std::sync::OnceLock::new();
+        if let Some(resolver) = self.external.get() {
+            let _ = external.set(resolver.clone());
+        }
+        Dispatcher {
+            registry,
+            config,
+            discover,
+            store: self.store.clone(),
+            metrics: self.metrics.clone(),
+            running_events: self.running_events.clone(),
+            exec: self.exec.clone(),
+            external,
+            // What was found for the old registry's schemas is not carried over.
             memo: memo::PreparedMemo::default(),
         }
     }

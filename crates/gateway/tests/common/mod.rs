@@ -10,6 +10,7 @@ pub mod pki;
 pub mod prism;
 pub mod process;
 pub mod proxy;
+pub mod reload;
 pub mod tasks;
 pub mod tool_schemas;
 pub mod upstream;

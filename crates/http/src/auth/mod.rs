@@ -68,6 +68,8 @@ pub struct TenantLimits {
 
 /// The limiters of one tenant.
 pub(crate) struct TenantLimiter {
+    /// What it was made from (a reload keeps a limiter whose limits are the same).
+    limits: TenantLimits,
     rate: Option<DefaultDirectRateLimiter>,
     clock: DefaultClock,
     pub(crate) in_flight: Option<tokio::sync::Semaphore>,
@@ -104,7 +106,7 @@ impl TenantLimiter {
             Some(0) => return Err(format!("tenants.{name}.max_in_flight must be at least 1")),
             Some(n) => Some(tokio::sync::Semaphore::new(n.min(tokio::sync::Semaphore::MAX_PERMITS))),
         };
-        Ok(TenantLimiter { rate, clock: DefaultClock::default(), in_flight })
+        Ok(TenantLimiter { limits, rate, clock: DefaultClock::default(), in_flight })
     }
 
     /// The rate, then the in-flight check; the permit (if any) is held for the request.
@@ -189,6 +191,19 @@ impl Tenants {
         let limiter = TenantLimiter::new(name, limits)?;
         self.limiters.insert(Arc::from(name), Arc::new(limiter));
         Ok(())
+    }
+
+    /// Take over `previous`'s limiter of each tenant whose limits are the same (a reload): its
+    /// rate bucket and in-flight count go on, so a reload neither refills a bucket nor lets a
+    /// tenant past its `max_in_flight`. A tenant whose limits changed starts afresh.
+    pub fn keep_limiters(&mut self, previous: &Tenants) {
+        for (name, limiter) in self.limiters.iter_mut() {
+            if let Some(old) = previous.limiters.get(name)
+                && old.limits == limiter.limits
+            {
+                *limiter = old.clone();
+            }
+        }
     }
 
     /// The limiters of a tenant, if it has limits of its own.

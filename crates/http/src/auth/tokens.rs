@@ -203,9 +203,12 @@ impl Issuers {
     pub fn start(self: &Arc<Self>) {
         for issuer in &self.issuers {
             let (issuer, http) = (issuer.clone(), self.http.clone());
+            // Ends once these issuers are dropped (a reload replaced them and the requests
+            // that held them finished).
+            let alive = Arc::downgrade(self);
             tokio::spawn(async move {
                 let mut backoff = Duration::from_secs(1);
-                loop {
+                while alive.strong_count() > 0 {
                     match issuer.fetch(&http).await {
                         Ok(()) => {
                             backoff = Duration::from_secs(1);
