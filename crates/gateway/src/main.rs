@@ -14,7 +14,7 @@ mod reload_cli;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use oncerpc::config::Source;
 use oncerpc::logging::{self, LogFormat, LogGuard, LogSettings};
-use oncerpc::{App, Config, Mode};
+use oncerpc::{App, Config, ConfigError, Mode};
 
 #[derive(Parser)]
 #[command(
