@@ -217,9 +217,12 @@ impl App {
         let interval = Duration::from_millis(self.config.store.resume_interval_ms);
         let resumer = tokio::spawn(self.dispatcher.clone().resume_events(interval));
         let (began_tx, mut began_rx) = tokio::sync::oneshot::channel();
+        let offers = self.external.offers().clone();
         let shutdown = async move {
             shutdown.await;
             resumer.abort();
+            // The MCP sessions' open streams end, so that none holds the shutdown up.
+            offers.close();
             let _ = began_tx.send(tokio::time::Instant::now());
         };
         let limits = &self.config.limits;

@@ -10,8 +10,10 @@
 //!   to the tenant (any replica with the same `mcp.session_secret` accepts it). Every other
 //!   message needs it: missing `400`; unknown, expired, ended or another tenant's `404`.
 //!   `MCP-Protocol-Version`, when sent, must be a served revision (`400`).
-//! * `DELETE` with the session id ends it (`204`). `GET` is `405`: no server stream is
-//!   offered (answers come in the POST's response).
+//! * `DELETE` with the session id ends it (`204`). `GET` with the session id opens the
+//!   session's event stream ([`stream`]: the re-exported resources' and prompts'
+//!   list-changed notifications); without one it is `405` (answers come in the POST's
+//!   response).
 //! * `Origin`, when present, must be loopback or an allowed CORS origin, else `403` (DNS
 //!   rebinding). The same limits as every door: body size and time, in-flight, the tenant's
 //!   API key (`Authorization: Bearer`, `X-API-Key`, `?key=`), rate and in-flight.
@@ -31,6 +33,7 @@ use oncerpc_protocol::{ErrorCode, RpcError};
 use crate::{AppState, Door, read_body};
 
 mod stateless;
+mod stream;
 
 /// The session header (requests and the `initialize` answer).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -183,9 +186,12 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
     }
 }
 
-pub(crate) async fn get(State(st): State<Arc<AppState>>) -> Response {
+pub(crate) async fn get(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
     if st.mcp.is_none() {
         return StatusCode::NOT_FOUND.into_response();
+    }
+    if headers.contains_key(SESSION_NAME) {
+        return stream::get(st.clone(), uri, headers).await;
     }
     let mut resp = StatusCode::METHOD_NOT_ALLOWED.into_response();
     resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));

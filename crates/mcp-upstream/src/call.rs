@@ -29,8 +29,20 @@ impl Handler for UpstreamTool {
             let key = ctx.idempotency_key.as_deref().map(|key| {
                 oncerpc_core::idempotency::upstream_key(&ctx.tenant, &ctx.method, key, &self.tool)
             });
-            let result =
-                self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone()).await?;
+            // A client's cancellation stops it (the upstream is told, and nothing is stored).
+            let running = self.link.offers.running(
+                &ctx.tenant,
+                &ctx.method,
+                ctx.idempotency_key.as_deref(),
+                &ctx.correlation_id,
+            );
+            let calling = self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone());
+            let result = tokio::select! {
+                result = calling => result?,
+                () = running.cancelled.cancelled() => {
+                    return Err(failed(&self.link.spec.name, "the client cancelled the call"));
+                }
+            };
             serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
         })
     }

@@ -38,7 +38,8 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    run(dispatcher, prepare(tools, req, id, session, outbox)?, id, session, inflight).await
+    let prepared = prepare(tools, req, id, session, outbox)?;
+    run(dispatcher, prepared, id, session, inflight, tools.external().offers()).await
 }
 
 /// [`call`] with its params already read. The result is the revision's: in `2026-07-28`
@@ -52,7 +53,8 @@ pub(crate) async fn call_read(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    run(dispatcher, prepare_read(tools, params, id, session, outbox)?, id, session, inflight).await
+    let prepared = prepare_read(tools, params, id, session, outbox)?;
+    run(dispatcher, prepared, id, session, inflight, tools.external().offers()).await
 }
 
 /// Run a prepared `tools/call` inline (see [`call`]).
@@ -62,6 +64,7 @@ pub(crate) async fn run(
     id: Id<'_>,
     session: &Session,
     inflight: &Inflight,
+    offers: &crate::offers::Offers,
 ) -> Result<Option<(String, bool)>, RpcError> {
     let Prepared { name, tool, arguments, meta: request, refused, .. } = prepared;
     let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
@@ -79,17 +82,34 @@ pub(crate) async fn run(
             None => dispatcher.call(&name, Some(&arguments), &request).await,
         }
     };
-    // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.tool().kind {
-        Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
-        Kind::Command => None,
+    // A query may be cancelled: it stops. A command runs on and stores its outcome — but
+    // another server's command is that server's to stop: it is told (and the call, which
+    // then has no outcome, is not stored).
+    let scope = session.id.as_deref().unwrap_or("");
+    let registered = match (tool.tool().kind, &external) {
+        (Kind::Query, _) | (Kind::Command, Some(_)) => inflight.register(&session.tenant, scope, id.raw()),
+        (Kind::Command, None) => None,
     };
     let (outcome, info, cid) = match registered {
         None => calling.await,
-        Some(mut r) => tokio::select! {
-            done = calling => done,
-            Ok(()) = &mut r.cancelled => return Ok(None),
-        },
+        Some(mut r) => {
+            let mut calling = std::pin::pin!(calling);
+            tokio::select! {
+                done = &mut calling => done,
+                Ok(()) = &mut r.cancelled => {
+                    if tool.tool().kind == Kind::Query {
+                        return Ok(None);
+                    }
+                    let cid = request.correlation_id.as_deref().unwrap_or("");
+                    let method = &tool.tool().method;
+                    let call = crate::offers::call_ref(&session.tenant, method, request.idempotency_key.as_deref(), cid);
+                    let stopped = offers.cancel(&call);
+                    tracing::info!(tenant = %session.tenant, stopped, "MCP call of an upstream's command cancelled by the client: the upstream is told");
+                    calling.await;
+                    return Ok(None);
+                }
+            }
+        }
     };
     Ok(Some(match (&outcome, external) {
         (Outcome::Result(r), Some(_)) => {

@@ -59,6 +59,7 @@ pub mod external;
 mod metrics;
 pub mod names;
 pub mod notify;
+pub mod offers;
 pub mod schema;
 pub mod session;
 pub mod sessions;
@@ -315,6 +316,9 @@ impl McpServer {
                 Ok(None) => return self.cancelled(&req, session),
                 Err(e) => Err(e),
             },
+            m if offers::Offers::answers(m) => {
+                self.tools.external().offers().answer(m, req.params, &session.grant).await.map(Cow::Owned)
+            }
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
                 if tasks::session::offered(session) =>
             {
@@ -354,6 +358,7 @@ impl McpServer {
             .unwrap_or(SESSION_VERSIONS[0]);
         session.version = Some(version);
         let mut capabilities = json!({ "tools": { "listChanged": false }, "logging": {} });
+        self.tools.external().offers().capabilities(&mut capabilities);
         if tasks::session::offered(session) {
             capabilities["tasks"] = tasks::session::capability();
         }
@@ -380,7 +385,8 @@ impl McpServer {
         let prepared = call::prepare(&self.tools, req, id, session, outbox)?;
         match tasks::session::route(&prepared, session) {
             tasks::session::Route::Sync => {
-                call::run(&self.dispatcher, prepared, id, session, &self.inflight).await
+                let offers = self.tools.external().offers();
+                call::run(&self.dispatcher, prepared, id, session, &self.inflight, offers).await
             }
             tasks::session::Route::Task => Ok(Some(tasks::session::create(&self.dispatcher, prepared).await)),
             tasks::session::Route::Refused(e) => Err(e),

@@ -11,8 +11,9 @@
 //!   carries `resultType: "complete"`. With the tasks extension declared, a command's call is
 //!   a task on the event store, and `tasks/get|update|cancel` read and cancel it
 //!   ([`tasks`]; `-32021` without the extension). Any other method
-//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, resources, prompts, …) is
-//!   `-32601`.
+//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, …) is `-32601`. Resources,
+//!   prompts and completions other servers offer are listed (with the same caching hints)
+//!   and forwarded ([`offers`](crate::offers)).
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
 //!   (`-32600`), `_meta` without `io.modelcontextprotocol/protocolVersion` or
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
@@ -266,12 +267,21 @@ impl McpServer {
             .map(|l| l.into_owned());
         let mut tool_error = false;
         let answer: Result<String, RpcError> = match &*req.method {
-            "server/discover" => Ok(discover::result()),
+            "server/discover" => Ok(discover::result(self.tools.external().offers())),
             "tools/list" => {
                 let scope = if self.tools.scoped() { "private" } else { "public" };
                 crate::cursor(&req)
                     .and_then(|c| self.tools.page(c.as_deref(), &session.grant))
                     .map(|page| cacheable(&page, scope))
+            }
+            m if crate::offers::Offers::answers(m) => {
+                let offers = self.tools.external().offers();
+                let answered = offers.answer(m, req.params, &session.grant).await;
+                let scope = if offers.scoped() { "private" } else { "public" };
+                match m.ends_with("/list") || m == "resources/read" {
+                    true => answered.map(|page| cacheable(&page, scope)),
+                    false => answered.map(|r| complete(&r)),
+                }
             }
             "tools/call"
                 if let route @ (tasks::Route::Task | tasks::Route::Refused(_)) =
