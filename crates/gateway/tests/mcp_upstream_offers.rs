@@ -75,10 +75,15 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
 
     // The Python SDK (session era): capabilities, lists, reads, a prompt, completions.
     let mut client = Command::new(&python);
-    client.arg(mcp_clients::client_script("mcp_upstream_offers_client.py")).args([&gw.url("/mcp"), "ledger_"]);
+    client
+        .arg(mcp_clients::client_script("mcp_upstream_offers_client.py"))
+        .args([&gw.url("/mcp"), "ledger_"]);
     let seen = mcp_clients::summary(client).await;
     for capability in ["completions", "prompts", "resources", "tools"] {
-        assert!(seen["capabilities"].as_array().unwrap().contains(&json!(capability)), "{capability}: {seen}");
+        assert!(
+            seen["capabilities"].as_array().unwrap().contains(&json!(capability)),
+            "{capability}: {seen}"
+        );
     }
     assert_eq!(seen["resources"], json!(["pay://terms"]), "one URI, listed once: {seen}");
     assert_eq!(seen["templates"], json!(["pay://receipts/{receipt_id}"]), "{seen}");
@@ -88,7 +93,11 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
     ]);
     assert_eq!(seen["prompts"], prompts, "each upstream's prompt, prefixed as its tools: {seen}");
     assert_eq!(seen["terms"], json!(["Payment is due within 30 days."]), "{seen}");
-    assert_eq!(seen["receipt"], json!({ "receipt": "r-7", "amount": 5 }), "read through the template: {seen}");
+    assert_eq!(
+        seen["receipt"],
+        json!({ "receipt": "r-7", "amount": 5 }),
+        "read through the template: {seen}"
+    );
     assert_eq!(seen["prompt"], json!(["Write a dispute of charge ch-1, reason: fraudulent."]), "{seen}");
     let got: Vec<Value> = ledger_log.lines().into_iter().filter(|l| l["prompt"] == "dispute").collect();
     assert_eq!(got.len(), 1, "ledger_dispute was got at the ledger, under its own name: {got:?}");
@@ -98,9 +107,15 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
     assert_eq!(seen["unknown"]["code"], -32602, "{seen}");
     assert!(seen["unknown"]["message"].as_str().unwrap().contains("Resource not found"), "{seen}");
     assert_eq!(seen["missing"]["code"], -32602, "the upstream's refusal: {seen}");
-    assert!(seen["missing"]["message"].as_str().unwrap().contains("\"pay\""), "it names the upstream: {seen}");
+    assert!(
+        seen["missing"]["message"].as_str().unwrap().contains("\"pay\""),
+        "it names the upstream: {seen}"
+    );
     assert_eq!(seen["no_prompt"]["code"], -32602, "{seen}");
-    assert_eq!(seen["list_changed"], true, "the upstream's new resource was announced on the session's stream: {seen}");
+    assert_eq!(
+        seen["list_changed"], true,
+        "the upstream's new resource was announced on the session's stream: {seen}"
+    );
     assert_eq!(seen["after"], json!(["pay://statement", "pay://terms"]), "{seen}");
 
     // The TypeScript SDK (session era): the same, and a call it cancels.
@@ -113,7 +128,10 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
     ) {
         let seen = mcp_clients::summary(ts).await;
         assert_ts_offers(&seen);
-        assert!(seen["cancelled"].is_string() || seen["cancelled"].is_number(), "the call was aborted: {seen}");
+        assert!(
+            seen["cancelled"].is_string() || seen["cancelled"].is_number(),
+            "the call was aborted: {seen}"
+        );
         wait_for("the upstream to be told of the cancellation", || {
             log.of("slow_charge_cancelled", Some(&key)).len() == 1
         })
@@ -133,7 +151,8 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
     log.release();
 
     // The TypeScript v2 client, pinned to 2026-07-28.
-    if let Some(ts) = mcp_clients::typescript_2026_script("mcp_upstream_offers_ts_client.mjs", &["2026", &gw.url("/mcp")])
+    if let Some(ts) =
+        mcp_clients::typescript_2026_script("mcp_upstream_offers_ts_client.mjs", &["2026", &gw.url("/mcp")])
     {
         let seen = mcp_clients::summary(ts).await;
         assert_ts_offers(&seen);
@@ -142,12 +161,18 @@ async fn the_sdk_clients_read_an_upstreams_resources_and_prompts_through_oncerpc
     // The stateless revision's lists carry caching hints, as tools/list does.
     let listed = request(&http, "resources/list", json!({})).await;
     assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
-    assert_eq!((listed["result"]["cacheScope"].as_str(), listed["result"]["ttlMs"].is_u64()), (Some("public"), true));
+    assert_eq!(
+        (listed["result"]["cacheScope"].as_str(), listed["result"]["ttlMs"].is_u64()),
+        (Some("public"), true)
+    );
 }
 
 fn assert_ts_offers(seen: &Value) {
     for capability in ["completions", "prompts", "resources", "tools"] {
-        assert!(seen["capabilities"].as_array().unwrap().contains(&json!(capability)), "{capability}: {seen}");
+        assert!(
+            seen["capabilities"].as_array().unwrap().contains(&json!(capability)),
+            "{capability}: {seen}"
+        );
     }
     assert_eq!(seen["resources"], json!(["pay://statement", "pay://terms"]), "{seen}");
     assert_eq!(seen["templates"], json!(["pay://receipts/{receipt_id}"]), "{seen}");
@@ -156,7 +181,11 @@ fn assert_ts_offers(seen: &Value) {
     assert_eq!(seen["receipt"], json!({ "receipt": "r-9", "amount": 5 }), "{seen}");
     assert_eq!(seen["prompt"], json!(["Write a dispute of charge ch-2, reason: duplicate."]), "{seen}");
     assert_eq!(seen["reason"], json!(["fraudulent"]), "{seen}");
-    assert_eq!((seen["unknown"].as_i64(), seen["no_prompt"].as_i64()), (Some(-32602), Some(-32602)), "{seen}");
+    assert_eq!(
+        (seen["unknown"].as_i64(), seen["no_prompt"].as_i64()),
+        (Some(-32602), Some(-32602)),
+        "{seen}"
+    );
 }
 
 /// Bad input is refused with a clear JSON-RPC error, and an upstream that is down answers

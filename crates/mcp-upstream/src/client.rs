@@ -1,7 +1,8 @@
 //! oncerpc's MCP client of one upstream: the handshake in the era the upstream speaks
 //! (`server/discover`, else `initialize`), requests matched to their answers by id, and what
 //! the upstream sends on its own — progress (passed on in the order received, before the
-//! answer that follows it), `notifications/tools/list_changed`, `ping` (answered) and any
+//! answer that follows it), `notifications/tools/list_changed` (and the resources' and
+//! prompts'), `ping` (answered) and any
 //! other request (`-32601`: oncerpc offers the upstream no capability).
 //!
 //! The bytes travel over a `Wire` (`wire/`): a POST per message (Streamable HTTP) or lines on
@@ -252,7 +253,12 @@ impl Connection {
 
     /// A request whose result is passed on as it came, less the stateless revision's
     /// `resultType` framing (a result of another type, or not an object, is garbage).
-    pub(crate) async fn forward(&self, method: &str, params: Value, headers: Headers) -> Result<Value, Failure> {
+    pub(crate) async fn forward(
+        &self,
+        method: &str,
+        params: Value,
+        headers: Headers,
+    ) -> Result<Value, Failure> {
         let mut result = self.request(method, params, headers).await?;
         let Some(object) = result.as_object_mut() else {
             return Err(Failure::Garbage(format!("{method}: the result is not an object")));

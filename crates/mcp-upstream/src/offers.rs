@@ -106,7 +106,10 @@ async fn forward(link: &Link, method: &str, params: Value) -> Result<Value, RpcE
         // request, never under one of oncerpc's own codes. An internal error is a failure.
         Ok(Err(Failure::Error { code, message })) if code != -32603 => {
             let said = shortened(&message);
-            Err(RpcError::with_message(ErrorCode::InvalidParams, format!("MCP upstream {name:?} refused it: {said}")))
+            Err(RpcError::with_message(
+                ErrorCode::InvalidParams,
+                format!("MCP upstream {name:?} refused it: {said}"),
+            ))
         }
         Ok(Err(e)) => {
             tracing::warn!(upstream = %name, mcp_method = %method, error = %oncerpc_core::LogSafe(&e.to_string()), "MCP upstream request failed");
@@ -118,7 +121,8 @@ async fn forward(link: &Link, method: &str, params: Value) -> Result<Value, RpcE
 
 /// What the upstream's error said, cut at [`MAX_ERROR_TEXT`] bytes (at a character).
 fn shortened(message: &str) -> String {
-    let cut = (0..=MAX_ERROR_TEXT.min(message.len())).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+    let cut =
+        (0..=MAX_ERROR_TEXT.min(message.len())).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
     let more = if cut < message.len() { "…" } else { "" };
     format!("{}{more}", &message[..cut])
 }

@@ -21,7 +21,8 @@ pub const INSTRUCTIONS: &str = "Tools that change something are commands: pass a
 /// ([`Offers::capabilities`]); logging is not offered.
 pub fn result(offers: &Offers) -> String {
     let mut capabilities = json!({ "tools": {}, "extensions": { crate::tasks::EXTENSION: {} } });
-    offers.capabilities(&mut capabilities);
+    // No list changes reach a stateless client: its lists carry `ttlMs`.
+    offers.capabilities_for(&mut capabilities, false);
     json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),

@@ -216,26 +216,37 @@ impl Offers {
         self.changed.subscribe()
     }
 
-    /// The capabilities of what is offered now: `resources` and `prompts` (with
-    /// `listChanged`) while some are, `completions` while a source that completes offers
-    /// prompts or templates. Added to `capabilities`.
-    pub fn capabilities(&self, capabilities: &mut Value) {
+    /// The capabilities of what is offered now: `resources` and `prompts` while some are,
+    /// `completions` while a source that completes offers prompts or templates. Added to
+    /// `capabilities`. `list_changed`: the client will hear of changes (a session's stream; the
+    /// stateless revision has none here, so its lists carry `ttlMs` instead).
+    pub fn capabilities_for(&self, capabilities: &mut Value, list_changed: bool) {
         let set = self.set.read().unwrap_or_else(|e| e.into_inner());
         let any = |f: fn(&Offer) -> bool| set.by_source.values().any(|e| f(&e.offer));
         if any(|o| !o.resources.is_empty() || !o.templates.is_empty()) {
-            capabilities["resources"] = json!({ "listChanged": true });
+            capabilities["resources"] = kind(list_changed);
         }
         if any(|o| !o.prompts.is_empty()) {
-            capabilities["prompts"] = json!({ "listChanged": true });
+            capabilities["prompts"] = kind(list_changed);
         }
         if any(|o| o.completions && (!o.prompts.is_empty() || !o.templates.is_empty())) {
             capabilities["completions"] = json!({});
         }
     }
 
+    /// [`capabilities_for`](Self::capabilities_for) a session (changes announced).
+    pub fn capabilities(&self, capabilities: &mut Value) {
+        self.capabilities_for(capabilities, true)
+    }
+
     /// Whether some source requires a scope: then callers see different lists.
     pub fn scoped(&self) -> bool {
-        self.set.read().unwrap_or_else(|e| e.into_inner()).by_source.values().any(|e| !e.offer.scopes.is_empty())
+        self.set
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .by_source
+            .values()
+            .any(|e| !e.offer.scopes.is_empty())
     }
 
     /// Ask every source to stop the call `call` ([`call_ref`]); whether one did.
@@ -261,11 +272,16 @@ impl Offers {
     /// Answer `method` (one that [`answers`](Self::answers)) for a caller holding `grant`:
     /// the result's JSON text (without a revision's framing).
     /// A kind that is not offered now is not there at all (`-32601`), as the capabilities say.
-    pub async fn answer(&self, method: &str, params: Option<&RawValue>, grant: &Grant) -> Result<String, RpcError> {
+    pub async fn answer(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        grant: &Grant,
+    ) -> Result<String, RpcError> {
         let mut capabilities = json!({});
         self.capabilities(&mut capabilities);
         let capability = method.split('/').next().map(|c| if c == "completion" { "completions" } else { c });
-        if !capability.is_some_and(|c| capabilities.get(c).is_some()) {
+        if capability.is_none_or(|c| capabilities.get(c).is_none()) {
             return Err(RpcError::method_not_found());
         }
         let params = params_of(params)?;
@@ -419,6 +435,10 @@ pub fn matches(template: &str, uri: &str) -> bool {
         }
     }
     go(template, uri)
+}
+
+fn kind(list_changed: bool) -> Value {
+    if list_changed { json!({ "listChanged": true }) } else { json!({}) }
 }
 
 fn params_of(params: Option<&RawValue>) -> Result<Map<String, Value>, RpcError> {

@@ -16,7 +16,9 @@ use oncerpc_core::store::now_ms;
 use oncerpc_mcp::SessionError;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{SESSION_NAME, header_str, origin_allowed, session_not_found, session_owner, sessions_unavailable};
+use super::{
+    SESSION_NAME, header_str, origin_allowed, session_not_found, session_owner, sessions_unavailable,
+};
 use crate::{AppState, Door};
 
 /// How often an open stream checks that its session still is.

@@ -63,9 +63,10 @@ async fn requests_reach_their_source_under_its_own_names_and_unknown_ones_are_re
     assert_eq!(heard.len(), 2, "resources and prompts changed: {heard:?}");
     let all = Grant::All;
 
-    let got = answer(&offers, "prompts/get", json!({ "name": "pay_summary", "arguments": { "n": "1" } }), &all)
-        .await
-        .unwrap();
+    let got =
+        answer(&offers, "prompts/get", json!({ "name": "pay_summary", "arguments": { "n": "1" } }), &all)
+            .await
+            .unwrap();
     assert_eq!(got["params"], json!({ "name": "summary", "arguments": { "n": "1" } }));
     let read = answer(&offers, "resources/read", json!({ "uri": "note://7" }), &all).await.unwrap();
     assert_eq!(read["params"], json!({ "uri": "note://7" }), "a template's URI goes to its source");
@@ -129,7 +130,8 @@ async fn lists_show_what_the_caller_may_use_and_capabilities_follow_the_offer() 
     assert_eq!(refused.code.code(), -32010);
 
     let all = answer(&offers, "resources/list", json!({}), &Grant::All).await.unwrap();
-    let names: Vec<&str> = all["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        all["resources"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["a"], "one URI is one resource: the first source's");
     let bad = answer(&offers, "resources/list", json!({ "cursor": "99" }), &Grant::All).await.unwrap_err();
     assert_eq!(bad.code.code(), -32602);
