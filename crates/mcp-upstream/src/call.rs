@@ -29,19 +29,18 @@ impl Handler for UpstreamTool {
             let key = ctx.idempotency_key.as_deref().map(|key| {
                 oncerpc_core::idempotency::upstream_key(&ctx.tenant, &ctx.method, key, &self.tool)
             });
-            // A client's cancellation stops it (the upstream is told, and nothing is stored).
-            let running = self.link.offers.running(
-                &ctx.tenant,
-                &ctx.method,
-                ctx.idempotency_key.as_deref(),
-                &ctx.correlation_id,
-            );
+            // The client's cancellation stops it: dropping the call tells the upstream, and the
+            // failure is not stored.
             let calling = self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone());
+            let cancelled = async {
+                match &ctx.cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             let result = tokio::select! {
                 result = calling => result?,
-                () = running.cancelled.cancelled() => {
-                    return Err(failed(&self.link.spec.name, "the client cancelled the call"));
-                }
+                () = cancelled => return Err(failed(&self.link.spec.name, "the client cancelled the call")),
             };
             serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
         })

@@ -7,20 +7,15 @@
 //! A prompt is exported as a tool is named (the prefix before it, model-safe unless
 //! `tool_names = "method"`); a resource keeps its URI (see the door's module for why). The
 //! upstream's `scopes` apply to all of it.
-//!
-//! Also here: the calls of its tools in flight, by [`call_ref`], so that a client's
-//! cancellation of one reaches the upstream ([`Running`]).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use oncerpc_core::BoxFuture;
 use oncerpc_mcp::External;
-use oncerpc_mcp::offers::{Item, Offer, Source, call_ref};
+use oncerpc_mcp::offers::{Item, Offer, Source};
 use oncerpc_protocol::{ErrorCode, RpcError};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use crate::call::{failed, timed_out};
 use crate::client::Connection;
@@ -30,42 +25,11 @@ use crate::shared::{Era, Failure, Headers};
 /// The longest text of an upstream's error passed on to the client (cut at a character).
 const MAX_ERROR_TEXT: usize = 512;
 
-/// One upstream's side of its offers: told when they change, and its tool calls in flight.
+/// One upstream's side of its offers: told when they change.
 #[derive(Default)]
 pub(crate) struct LinkOffers {
     /// The upstream said its resources or prompts changed.
     pub(crate) changed: Arc<Notify>,
-    running: Mutex<HashMap<String, CancellationToken>>,
-}
-
-/// A tool call in flight, known by its [`call_ref`]s until it ends.
-pub(crate) struct Running<'a> {
-    offers: &'a LinkOffers,
-    refs: Vec<String>,
-    pub(crate) cancelled: CancellationToken,
-}
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        let mut running = self.offers.running.lock().unwrap_or_else(|e| e.into_inner());
-        for r in &self.refs {
-            running.remove(r);
-        }
-    }
-}
-
-impl LinkOffers {
-    /// A call of `method` in flight for `tenant`, under its key and its correlation id.
-    pub(crate) fn running(&self, tenant: &str, method: &str, key: Option<&str>, cid: &str) -> Running<'_> {
-        let cancelled = CancellationToken::new();
-        let mut refs = vec![call_ref(tenant, method, None, cid)];
-        refs.extend(key.map(|k| call_ref(tenant, method, Some(k), cid)));
-        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
-        for r in &refs {
-            running.insert(r.clone(), cancelled.clone());
-        }
-        Running { offers: self, refs, cancelled }
-    }
 }
 
 /// Forwards requests to one upstream (its link).
@@ -74,11 +38,6 @@ pub(crate) struct Forwarder(pub(crate) Arc<Link>);
 impl Source for Forwarder {
     fn forward<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, Result<Value, RpcError>> {
         Box::pin(forward(&self.0, method, params))
-    }
-
-    fn cancel(&self, call: &str) -> bool {
-        let running = self.0.offers.running.lock().unwrap_or_else(|e| e.into_inner());
-        running.get(call).inspect(|t| t.cancel()).is_some()
     }
 }
 

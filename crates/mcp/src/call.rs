@@ -38,8 +38,7 @@ pub async fn call(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let prepared = prepare(tools, req, id, session, outbox)?;
-    run(dispatcher, prepared, id, session, inflight, tools.external().offers()).await
+    run(dispatcher, prepare(tools, req, id, session, outbox)?, id, session, inflight).await
 }
 
 /// [`call`] with its params already read. The result is the revision's: in `2026-07-28`
@@ -53,8 +52,7 @@ pub(crate) async fn call_read(
     outbox: Option<&Outbox>,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let prepared = prepare_read(tools, params, id, session, outbox)?;
-    run(dispatcher, prepared, id, session, inflight, tools.external().offers()).await
+    run(dispatcher, prepare_read(tools, params, id, session, outbox)?, id, session, inflight).await
 }
 
 /// Run a prepared `tools/call` inline (see [`call`]).
@@ -64,9 +62,8 @@ pub(crate) async fn run(
     id: Id<'_>,
     session: &Session,
     inflight: &Inflight,
-    offers: &crate::offers::Offers,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request, refused, .. } = prepared;
+    let Prepared { name, tool, arguments, meta: mut request, refused, .. } = prepared;
     let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
     if let Some(e) = refused {
         let cid = request.correlation_id.as_deref().unwrap_or("");
@@ -76,6 +73,12 @@ pub(crate) async fn run(
         Target::External(t) => Some(t.clone()),
         Target::Native(_) => None,
     };
+    // Another server's command is that server's to stop: its handler hears of a cancellation.
+    let cancel = match (tool.tool().kind, &external) {
+        (Kind::Command, Some(_)) => Some(oncerpc_core::CancellationToken::new()),
+        _ => None,
+    };
+    request.cancel = cancel.clone();
     let calling = async {
         match &external {
             Some(t) => dispatcher.call_external(&t.method, Some(&arguments), &request).await,
@@ -97,15 +100,11 @@ pub(crate) async fn run(
             tokio::select! {
                 done = &mut calling => done,
                 Ok(()) = &mut r.cancelled => {
-                    if tool.tool().kind == Kind::Query {
-                        return Ok(None);
+                    if let Some(cancel) = &cancel {
+                        cancel.cancel();
+                        tracing::info!(tenant = %session.tenant, "MCP call of an upstream's command cancelled by the client: the upstream is told");
+                        calling.await;
                     }
-                    let cid = request.correlation_id.as_deref().unwrap_or("");
-                    let method = &tool.tool().method;
-                    let call = crate::offers::call_ref(&session.tenant, method, request.idempotency_key.as_deref(), cid);
-                    let stopped = offers.cancel(&call);
-                    tracing::info!(tenant = %session.tenant, stopped, "MCP call of an upstream's command cancelled by the client: the upstream is told");
-                    calling.await;
                     return Ok(None);
                 }
             }

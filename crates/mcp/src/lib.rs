@@ -385,8 +385,7 @@ impl McpServer {
         let prepared = call::prepare(&self.tools, req, id, session, outbox)?;
         match tasks::session::route(&prepared, session) {
             tasks::session::Route::Sync => {
-                let offers = self.tools.external().offers();
-                call::run(&self.dispatcher, prepared, id, session, &self.inflight, offers).await
+                call::run(&self.dispatcher, prepared, id, session, &self.inflight).await
             }
             tasks::session::Route::Task => Ok(Some(tasks::session::create(&self.dispatcher, prepared).await)),
             tasks::session::Route::Refused(e) => Err(e),

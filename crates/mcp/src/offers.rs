@@ -22,8 +22,6 @@
 //! * **Changes**: when a source's resources or prompts change, a
 //!   `notifications/resources/list_changed` or `notifications/prompts/list_changed` goes to
 //!   every subscriber ([`Offers::subscribe`]: the transports' open sessions).
-//! * **Cancellation**: [`Offers::cancel`] asks every source to stop a call of one of its tools
-//!   that a client cancelled.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -44,20 +42,6 @@ pub trait Source: Send + Sync {
     /// Send `method` (`resources/read`, `prompts/get`, `completion/complete`) with `params`
     /// (names already the source's own): its result, or the error to answer.
     fn forward<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, Result<Value, RpcError>>;
-
-    /// Stop the call `call` (see [`call_ref`]) of one of its tools, if it runs here: whether
-    /// it did.
-    fn cancel(&self, call: &str) -> bool;
-}
-
-/// How a running call of an upstream tool is known to [`Source::cancel`]: its tenant, its
-/// method and its idempotency key (a keyed command runs once at a time) or, without a key,
-/// the request's correlation id.
-pub fn call_ref(tenant: &str, method: &str, key: Option<&str>, correlation_id: &str) -> String {
-    match key {
-        Some(key) => format!("k\0{tenant}\0{method}\0{key}"),
-        None => format!("c\0{tenant}\0{method}\0{correlation_id}"),
-    }
 }
 
 /// One thing offered: how it is listed here, and its name (prompts) or URI (resources,
@@ -247,13 +231,6 @@ impl Offers {
             .by_source
             .values()
             .any(|e| !e.offer.scopes.is_empty())
-    }
-
-    /// Ask every source to stop the call `call` ([`call_ref`]); whether one did.
-    pub fn cancel(&self, call: &str) -> bool {
-        let sources: Vec<Arc<Entry>> =
-            self.set.read().unwrap_or_else(|e| e.into_inner()).by_source.values().cloned().collect();
-        sources.iter().any(|e| e.source.cancel(call))
     }
 
     /// Whether `method` is one this module answers.

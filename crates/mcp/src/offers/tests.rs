@@ -1,21 +1,11 @@
-use std::sync::Mutex;
-
 use super::*;
 
-/// A source that answers with what it was sent, and remembers cancellations.
-#[derive(Default)]
-struct Echo {
-    cancelled: Mutex<Vec<String>>,
-}
+/// A source that answers with what it was sent.
+struct Echo;
 
 impl Source for Echo {
     fn forward<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, Result<Value, RpcError>> {
         Box::pin(async move { Ok(json!({ "method": method, "params": params })) })
-    }
-
-    fn cancel(&self, call: &str) -> bool {
-        self.cancelled.lock().unwrap().push(call.to_owned());
-        call.contains("mine")
     }
 }
 
@@ -57,7 +47,7 @@ fn templates_match_their_uris_only() {
 async fn requests_reach_their_source_under_its_own_names_and_unknown_ones_are_refused() {
     let offers = Offers::default();
     let mut changes = offers.subscribe();
-    let echo = Arc::new(Echo::default());
+    let echo = Arc::new(Echo);
     offers.set("pay", offer(&[]), echo.clone());
     let heard: Vec<Arc<str>> = std::iter::from_fn(|| changes.try_recv().ok()).collect();
     assert_eq!(heard.len(), 2, "resources and prompts changed: {heard:?}");
@@ -95,10 +85,6 @@ async fn requests_reach_their_source_under_its_own_names_and_unknown_ones_are_re
     // Setting the same offer again changes nothing: nobody is told.
     offers.set("pay", offer(&[]), echo.clone());
     assert!(changes.try_recv().is_err());
-    // Cancellations go to every source.
-    assert!(offers.cancel("mine"));
-    assert!(!offers.cancel("other"));
-    assert_eq!(echo.cancelled.lock().unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -108,12 +94,12 @@ async fn lists_show_what_the_caller_may_use_and_capabilities_follow_the_offer() 
     offers.capabilities(&mut caps);
     assert_eq!(caps, json!({}), "nothing offered, nothing declared");
 
-    offers.set("pay", offer(&["pay:read"]), Arc::new(Echo::default()));
+    offers.set("pay", offer(&["pay:read"]), Arc::new(Echo));
     let mut other = offer(&[]);
     other.resources[0].json["name"] = json!("the second a");
     other.prompts = vec![];
     other.completions = false;
-    offers.set("docs", other, Arc::new(Echo::default()));
+    offers.set("docs", other, Arc::new(Echo));
     assert!(offers.scoped());
     offers.capabilities(&mut caps);
     assert_eq!(caps["resources"], json!({ "listChanged": true }));
@@ -136,8 +122,8 @@ async fn lists_show_what_the_caller_may_use_and_capabilities_follow_the_offer() 
     let bad = answer(&offers, "resources/list", json!({ "cursor": "99" }), &Grant::All).await.unwrap_err();
     assert_eq!(bad.code.code(), -32602);
 
-    offers.set("pay", Offer::default(), Arc::new(Echo::default()));
-    offers.set("docs", Offer::default(), Arc::new(Echo::default()));
+    offers.set("pay", Offer::default(), Arc::new(Echo));
+    offers.set("docs", Offer::default(), Arc::new(Echo));
     let mut caps = json!({});
     offers.capabilities(&mut caps);
     assert_eq!(caps, json!({}), "offered no more, declared no more");
