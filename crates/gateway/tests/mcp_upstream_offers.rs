@@ -4,8 +4,8 @@
 //! re-exports them, and the official SDK clients — Python (session era) and TypeScript (the
 //! session era's `@modelcontextprotocol/sdk`, the `2026-07-28` v2 client) — list, read, get
 //! and complete them through it. A change of the upstream's resources reaches an open
-//! session; a client's cancellation of an upstream's command reaches the upstream. What ran
-//! is read from the upstreams' own logs.
+//! session (its `GET /mcp` event stream, which a shutdown ends); a client's cancellation of an
+//! upstream's command reaches the upstream. What ran is read from the upstreams' own logs.
 //!
 //! Outside CI a missing SDK skips a test with a printed reason; in CI it is a failure.
 
@@ -235,4 +235,52 @@ async fn bad_requests_are_refused_and_a_down_upstream_answers_32006() {
         assert_eq!(answer["error"]["code"], -32006, "{method} {params}: {answer}");
         assert!(answer["error"]["message"].as_str().unwrap().contains("\"pay\""), "{answer}");
     }
+}
+
+/// The session's event stream (`GET /mcp` with its `Mcp-Session-Id`): refused for an unknown
+/// session (`404`) and without `Accept: text/event-stream` (`406`); open, it does not hold a
+/// graceful shutdown up — the server ends it and exits without waiting out its grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_event_stream_is_its_owners_and_ends_at_shutdown() {
+    let dir = TempDir::new("mcp-session-stream");
+    let config = format!("{}\n[limits]\nshutdown_grace_ms = 60000\n", sqlite(&dir));
+    let mut gw = Gateway::with_config(&dir, &config);
+    let http = gw.http();
+    let initialize = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let json_headers =
+        [("Content-Type", "application/json"), ("Accept", "application/json, text/event-stream")];
+    let opened = http.post("/mcp", initialize.to_string(), &json_headers).await;
+    let session = opened.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let stream = [("Mcp-Session-Id", session.as_str()), ("Accept", "text/event-stream")];
+
+    let forged =
+        http.get("/mcp", &[("Mcp-Session-Id", "no.such-session"), ("Accept", "text/event-stream")]).await;
+    assert_eq!(forged.status, 404, "{}", forged.body);
+    let no_accept = http.get("/mcp", &[("Mcp-Session-Id", session.as_str())]).await;
+    assert_eq!(no_accept.status, 406, "{}", no_accept.body);
+
+    let mut req = http.client.get(gw.url("/mcp"));
+    for (k, v) in stream {
+        req = req.header(k, v);
+    }
+    let mut open = req.send().await.expect("the stream opens");
+    assert_eq!(open.status(), 200);
+    assert_eq!(open.headers()["content-type"], "text/event-stream");
+    let first = open.chunk().await.unwrap().expect("the opening comment");
+    assert_eq!(&first[..], b": open\n\n");
+
+    // Bounds beyond the grace guard against a hang; the log says whether the grace ran out.
+    gw.sigterm();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(120), open.chunk()).await;
+    assert!(matches!(ended, Ok(Ok(None)) | Ok(Err(_))), "the stream ended: {ended:?}");
+    let (gw, exited) = tokio::task::spawn_blocking(move || {
+        let status = gw.wait_exit(std::time::Duration::from_secs(120));
+        (gw, status)
+    })
+    .await
+    .unwrap();
+    assert!(exited.success(), "a clean exit");
+    let waited: Vec<String> = gw.log().into_iter().filter(|l| l.contains("shutdown grace over")).collect();
+    assert!(waited.is_empty(), "the open stream held the shutdown for its grace: {waited:?}");
 }

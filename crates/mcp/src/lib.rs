@@ -28,6 +28,9 @@
 //!   store unavailable, timeouts, upstream failures) is a tool result with `isError: true`
 //!   and `structuredContent: {code, message, data}`; an unknown tool or a malformed request is
 //!   a JSON-RPC error.
+//! * **What other servers offer** ([`offers`]): the resources, resource templates, prompts and
+//!   completions of upstream MCP servers (SPEC §16b), listed, forwarded to their source, and
+//!   declared in the capabilities only while some are offered.
 //!
 //! ```
 //! use std::sync::Arc;

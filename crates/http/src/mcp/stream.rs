@@ -2,7 +2,8 @@
 //! carries what the server says outside any request — today the
 //! `notifications/resources/list_changed` and `notifications/prompts/list_changed` of the
 //! upstream servers whose resources and prompts are re-exported. It ends when the session
-//! does (checked every [`RECHECK`]), when the server shuts down, or when the client leaves.
+//! does (checked every [`RECHECK`]; an open stream does not keep an idle session alive), when
+//! the server shuts down, or when the client leaves.
 //! Without a session id `GET` stays `405`: the stateless revision has no server stream.
 
 use std::convert::Infallible;
@@ -74,7 +75,7 @@ pub(crate) async fn get(st: Arc<AppState>, uri: Uri, headers: HeaderMap) -> Resp
                 () = open.offers.closed() => return None,
                 () = tokio::time::sleep(RECHECK) => {
                     let door = open.st.mcp.as_ref().expect("the MCP door is on");
-                    match door.sessions.check(&open.token, now_ms()).await {
+                    match door.sessions.alive(&open.token, now_ms()).await {
                         Ok(id) if *id.tenant == *open.owner => {}
                         // The store did not answer: keep the stream, check again later.
                         Err(SessionError::Unavailable) => {}
