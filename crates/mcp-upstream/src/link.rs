@@ -51,7 +51,7 @@ pub struct Link {
     /// Its access tokens (`oauth`), made with the first connection's HTTP client and kept
     /// across connections, so a token outlives a reconnect.
     tokens: OnceLock<Option<Arc<TokenSource>>>,
-    /// Its resources' and prompts' side: told of changes, and the tool calls in flight.
+    /// Its resources' and prompts' side: told when they change.
     pub(crate) offers: crate::offers::LinkOffers,
 }
 
