@@ -345,6 +345,7 @@ impl Dispatcher {
                     journal: Some(journal.with_event(&event.id, event.steps.as_deref())),
                     progress,
                     trace,
+                    cancel: None,
                 };
                 let lease = this.lease(&method);
                 // The method's `timeout` starts once the execution is ours.

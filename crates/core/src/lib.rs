@@ -90,4 +90,6 @@ pub use progress::{Progress, Report, StepProgress, ToolProgress};
 pub use redact::{LOG_MAX_CHARS, LogSafe, error_chain, has_userinfo, redact_url};
 pub use registry::{Registry, RegistryError};
 pub use store::{Store, StoreError};
+/// The token a door fires when its caller cancels a call ([`Context::cancel`]).
+pub use tokio_util::sync::CancellationToken;
 pub use trace::TraceContext;

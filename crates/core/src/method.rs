@@ -71,6 +71,10 @@ pub struct Context {
     pub progress: Option<crate::Progress>,
     /// The caller's W3C trace context: flows send each upstream step a `traceparent` within it.
     pub trace: Option<crate::TraceContext>,
+    /// Fires when the caller cancels the call. Most handlers ignore it (a command runs on and
+    /// stores its outcome); one whose work is another server's (an upstream MCP server's tool)
+    /// tells that server and fails with an error the method does not store.
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use

@@ -198,11 +198,14 @@ impl App {
         let hup = reloader.clone().on_sighup();
         let (began_tx, mut began_rx) = tokio::sync::oneshot::channel();
         let streams = live.clone();
+        let offers = self.external.offers().clone();
         let shutdown = async move {
             shutdown.await;
             resumer.abort();
             hup.abort();
+            // The MCP sessions' open streams end, so that none holds the shutdown up.
             streams.current().close_streams();
+            offers.close();
             let _ = began_tx.send(tokio::time::Instant::now());
         };
         let limits = &self.config.limits;

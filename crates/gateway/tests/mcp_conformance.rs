@@ -1,8 +1,10 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`) against
 //! `oncerpc serve`'s `/mcp`, once per protocol era on the same endpoint: the 0.1 line for the
 //! session era, and the 0.2 line with `--spec-version 2026-07-28` for the stateless revision.
-//! A fixtures config gives the tools the scenarios call, as flows on upstreams this test runs
-//! (nothing of it ships in the gateway). Every scenario passes except those in
+//! A fixtures config gives the tools the scenarios call, as flows on upstreams this test runs,
+//! and the resources, template, prompts and completions they read, from an MCP server written
+//! with the Python SDK that oncerpc re-exports (`clients/conformance_upstream.py`, an
+//! `[[mcp.upstreams]]` over stdio); nothing of it ships in the gateway. Every scenario passes except those in
 //! `conformance/expected-failures.yml` (0.1) and `conformance-2026/expected-failures.yml` (0.2),
 //! each with its reason; the suite's baseline is strict, so a listed scenario (or check) that
 //! passes fails too.
@@ -23,14 +25,20 @@ use common::upstream::Upstream;
 
 /// The tools the scenarios call that oncerpc can offer: text results, an error result, flows
 /// of three steps (logging, progress), and a JSON Schema 2020-12 input schema kept as written
-/// (with the composition, conditional and `$anchor` keywords the 0.2 line looks for).
-fn fixtures(ok: &Upstream, failing: &Upstream) -> String {
+/// (with the composition, conditional and `$anchor` keywords the 0.2 line looks for); and the
+/// suite's resources and prompts, re-exported from the Python SDK server `python` runs.
+fn fixtures(ok: &Upstream, failing: &Upstream, python: &str) -> String {
     format!(
         r##"
 demo = false
 
 [store]
 url = "memory://"
+
+[[mcp.upstreams]]
+name = "fixtures"
+command = "{python}"
+args = ["{script}"]
 
 [[methods]]
 name = "test_simple_text"
@@ -62,6 +70,7 @@ params_schema = {{ "$schema" = "https://json-schema.org/draft/2020-12/schema", t
         text = ok.url("text"),
         fail = failing.url("fail"),
         echo = ok.url("echo"),
+        script = common::mcp_clients::client_script("conformance_upstream.py").display(),
         logging = three_steps("test_tool_with_logging", ok),
         progress = three_steps("test_tool_with_progress", ok),
     )
@@ -81,7 +90,7 @@ fn three_steps(name: &str, ok: &Upstream) -> String {
 /// a logging tool and a streaming one (oncerpc sends no log message without a `logLevel`, and
 /// never a request of its own on a response), and a tool with an argument mirrored into an
 /// `Mcp-Param-Region` header (`x-mcp-header`), which the door checks against the body.
-fn fixtures_2026(ok: &Upstream, failing: &Upstream) -> String {
+fn fixtures_2026(ok: &Upstream, failing: &Upstream, python: &str) -> String {
     format!(
         r##"{base}
 [[methods]]
@@ -109,7 +118,7 @@ params_schema = {{ type = "object", properties = {{ region = {{ type = "string",
   name = "echo"
   url = "{echo}"
 "##,
-        base = fixtures(ok, failing),
+        base = fixtures(ok, failing, python),
         text = ok.url("text"),
         echo = ok.url("echo"),
     )
@@ -188,9 +197,23 @@ const TASKS_SCENARIOS: [&str; 10] = [
 async fn run_suite(dir: PathBuf, config: &str, baseline: &str, extra_args: &[&str]) -> String {
     let tmp = TempDir::new("mcp-conformance");
     let gw = Gateway::with_config(&tmp, config);
+    fixtures_offered(&gw).await;
     let mut args = vec!["--suite", "all"];
     args.extend(extra_args);
     run_cli(dir, &gw, &tmp, baseline, &args).await
+}
+
+/// Wait until the fixtures' upstream is connected (its resources and prompts are offered by
+/// then).
+async fn fixtures_offered(gw: &Gateway) {
+    let http = gw.http();
+    for _ in 0..600 {
+        if http.get("/healthz", &[]).await.json()["mcp_upstreams"]["fixtures"]["up"] == true {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the fixtures' upstream did not connect: {}", http.get("/healthz", &[]).await.json());
 }
 
 /// Run the conformance CLI with `args` against `gw`; its summary (asserted successful).
@@ -225,11 +248,12 @@ async fn run_cli(dir: PathBuf, gw: &Gateway, tmp: &TempDir, baseline: &str, args
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
     let Some(dir) = common::mcp_clients::node_dir() else { return };
+    let Some(python) = common::mcp_clients::python_sdk() else { return };
     let ok = Upstream::start().await;
     let failing = Upstream::start().await;
     failing.set_fail(true);
-    let summary =
-        run_suite(dir, &fixtures(&ok, &failing), "tests/conformance/expected-failures.yml", &[]).await;
+    let config = fixtures(&ok, &failing, &python);
+    let summary = run_suite(dir, &config, "tests/conformance/expected-failures.yml", &[]).await;
     for passing in [
         "server-initialize",
         "tools-list",
@@ -238,6 +262,16 @@ async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
         "json-schema-2020-12",
         "tools-call-with-logging",
         "tools-call-with-progress",
+        "resources-list",
+        "resources-read-text",
+        "resources-read-binary",
+        "resources-templates-read",
+        "prompts-list",
+        "prompts-get-simple",
+        "prompts-get-with-args",
+        "prompts-get-embedded-resource",
+        "prompts-get-with-image",
+        "completion-complete",
     ] {
         assert!(summary.lines().any(|l| l.contains(&format!("✓ {passing}:"))), "{passing} passes: {summary}");
     }
@@ -246,12 +280,13 @@ async fn the_official_conformance_suite_passes_but_for_the_expected_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_conformance_suite_for_2026_07_28_passes_but_for_the_expected_failures() {
     let Some(dir) = common::mcp_clients::node_dir_2026() else { return };
+    let Some(python) = common::mcp_clients::python_sdk() else { return };
     let ok = Upstream::start().await;
     let failing = Upstream::start().await;
     failing.set_fail(true);
     let summary = run_suite(
         dir,
-        &fixtures_2026(&ok, &failing),
+        &fixtures_2026(&ok, &failing, &python),
         "tests/conformance-2026/expected-failures.yml",
         &["--spec-version", "2026-07-28"],
     )
@@ -270,6 +305,11 @@ async fn the_official_conformance_suite_for_2026_07_28_passes_but_for_the_expect
         "http-header-validation",
         "http-custom-header-server-validation",
         "tools-call-with-progress",
+        "caching",
+        "resources-list",
+        "prompts-get-with-args",
+        "completion-complete",
+        "sep-2164-resource-not-found",
     ] {
         assert!(summary.lines().any(|l| l.contains(&format!("✓ {passing}:"))), "{passing} passes: {summary}");
     }
@@ -278,13 +318,15 @@ async fn the_official_conformance_suite_for_2026_07_28_passes_but_for_the_expect
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_tasks_scenarios_pass_but_for_the_expected_failures() {
     let Some(dir) = common::mcp_clients::node_dir_2026() else { return };
+    let Some(python) = common::mcp_clients::python_sdk() else { return };
     let ok = Upstream::start().await;
     ok.set_delay(SLOW_MS, &["slow", "stall"]);
     let failing = Upstream::start().await;
     failing.set_fail(true);
     let tmp = TempDir::new("mcp-conformance-tasks");
-    let config = format!("{}{}", fixtures_2026(&ok, &failing), tasks_fixtures(&ok, &failing));
+    let config = format!("{}{}", fixtures_2026(&ok, &failing, &python), tasks_fixtures(&ok, &failing));
     let gw = Gateway::with_config(&tmp, &config);
+    fixtures_offered(&gw).await;
     let baseline = "tests/conformance-2026/expected-failures.yml";
     let mut passed = Vec::new();
     for scenario in TASKS_SCENARIOS {

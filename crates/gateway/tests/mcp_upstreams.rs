@@ -651,6 +651,15 @@ kind = "query"
     let mut names = tool_names(&http).await;
     names.sort();
     assert_eq!(names, ["down_ship", "down_stock"], "both tools, prefixed");
+    // It offers tools only: oncerpc declares no resources, prompts or completions.
+    let discover = json!({"jsonrpc":"2.0","id":9,"method":"server/discover","params":{"_meta":{
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
+    let capabilities = post(&http, &discover).await["capabilities"].clone();
+    for absent in ["resources", "prompts", "completions"] {
+        assert!(capabilities.get(absent).is_none(), "{absent}: {capabilities}");
+    }
 
     let key = unique("stateless");
     let body = call(1, "down_ship", json!({"order": "o-1", "region": "eu west"}), &key);

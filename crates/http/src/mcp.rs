@@ -10,9 +10,10 @@
 //!   to the tenant (any replica with the same `mcp.session_secret` accepts it). Every other
 //!   message needs it: missing `400`; unknown, expired, ended or another tenant's `404`.
 //!   `MCP-Protocol-Version`, when sent, must be a served revision (`400`).
-//! * `DELETE` with the session id ends it (`204`). `GET` with the session id is the server's
-//!   stream to the client (`text/event-stream`): `notifications/tools/list_changed` when a
-//!   reload changed the tools (`stream.rs`); without one `405`.
+//! * `DELETE` with the session id ends it (`204`). `GET` with the session id opens the
+//!   session's event stream ([`stream`]: `notifications/tools/list_changed` when a reload
+//!   changed the tools, and the re-exported resources' and prompts' list-changed
+//!   notifications); without one it is `405` (answers come in the POST's response).
 //! * `Origin`, when present, must be loopback or an allowed CORS origin, else `403` (DNS
 //!   rebinding). The same limits as every door: body size and time, in-flight, the tenant's
 //!   API key (`Authorization: Bearer`, `X-API-Key`, `?key=`), rate and in-flight.
@@ -33,7 +34,7 @@ use crate::{AppState, Door, read_body};
 
 mod stateless;
 mod stream;
-pub(crate) use stream::{Changes, get};
+pub(crate) use stream::Changes;
 
 /// The session header (requests and the `initialize` answer).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -203,6 +204,18 @@ pub(crate) async fn delete(State(st): State<Arc<AppState>>, uri: Uri, headers: H
         },
         _ => session_not_found(door),
     }
+}
+
+pub(crate) async fn get(State(st): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
+    if st.mcp.is_none() {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    if headers.contains_key(SESSION_NAME) {
+        return stream::get(st.clone(), uri, headers).await;
+    }
+    let mut resp = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    resp.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    resp
 }
 
 /// Whose a session is: the tenant, and the credential's subject when it names one (a token's

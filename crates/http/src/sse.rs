@@ -36,7 +36,7 @@ pub(crate) fn accepted(headers: &HeaderMap) -> bool {
 }
 
 /// One message as one event.
-fn event(message: &[u8]) -> Bytes {
+pub(crate) fn event(message: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(message.len() + 24);
     out.extend_from_slice(b"event: message\ndata: ");
     // JSON text written by this server has no raw newlines; one inside would end the event.
@@ -45,7 +45,7 @@ fn event(message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
-fn response(body: Body) -> Response {
+pub(crate) fn response(body: Body) -> Response {
     let mut resp = (StatusCode::OK, body).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));

@@ -29,8 +29,19 @@ impl Handler for UpstreamTool {
             let key = ctx.idempotency_key.as_deref().map(|key| {
                 oncerpc_core::idempotency::upstream_key(&ctx.tenant, &ctx.method, key, &self.tool)
             });
-            let result =
-                self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone()).await?;
+            // The client's cancellation stops it: dropping the call tells the upstream, and the
+            // failure is not stored.
+            let calling = self.link.call_tool(&self.tool, arguments, key.as_deref(), ctx.progress.clone());
+            let cancelled = async {
+                match &ctx.cancel {
+                    Some(token) => token.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let result = tokio::select! {
+                result = calling => result?,
+                () = cancelled => return Err(failed(&self.link.spec.name, "the client cancelled the call")),
+            };
             serde_json::value::to_raw_value(&result).map_err(RpcError::internal)
         })
     }

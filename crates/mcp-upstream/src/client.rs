@@ -1,7 +1,8 @@
 //! oncerpc's MCP client of one upstream: the handshake in the era the upstream speaks
 //! (`server/discover`, else `initialize`), requests matched to their answers by id, and what
 //! the upstream sends on its own — progress (passed on in the order received, before the
-//! answer that follows it), `notifications/tools/list_changed`, `ping` (answered) and any
+//! answer that follows it), `notifications/tools/list_changed` (and the resources' and
+//! prompts'), `ping` (answered) and any
 //! other request (`-32601`: oncerpc offers the upstream no capability).
 //!
 //! The bytes travel over a `Wire` (`wire/`): a POST per message (Streamable HTTP) or lines on
@@ -53,6 +54,8 @@ pub(crate) struct Connection {
     wire: Wire,
     era: Era,
     next_id: AtomicI64,
+    /// What the upstream said it offers (`server/discover`'s or `initialize`'s capabilities).
+    capabilities: Value,
 }
 
 /// An upstream's tool list: the tools as it listed them, and (stateless era) how long it may
@@ -73,8 +76,13 @@ impl Connection {
     ) -> Result<Connection, String> {
         if !legacy {
             let s = shared();
-            let mut c =
-                Connection { wire: open(s.clone())?, shared: s, era: Era::Stateless, next_id: 1.into() };
+            let mut c = Connection {
+                wire: open(s.clone())?,
+                shared: s,
+                era: Era::Stateless,
+                next_id: 1.into(),
+                capabilities: Value::Null,
+            };
             match tokio::time::timeout(
                 discover_wait,
                 c.request("server/discover", json!({}), Headers::default()),
@@ -86,6 +94,7 @@ impl Connection {
                         v.iter().any(|v| v.as_str().is_some_and(|v| STATELESS_VERSIONS.contains(&v)))
                     });
                     if served {
+                        c.capabilities = result["capabilities"].clone();
                         return Ok(c);
                     }
                     tracing::debug!("MCP upstream: server/discover names no revision of ours: initialize");
@@ -109,6 +118,7 @@ impl Connection {
             shared: s,
             era: Era::Session(String::new()),
             next_id: 1.into(),
+            capabilities: Value::Null,
         };
         c.initialize().await.map(|()| c)
     }
@@ -128,6 +138,7 @@ impl Connection {
             return Err(format!("initialize: the upstream speaks {version:?}, not a revision of ours"));
         }
         self.era = Era::Session(version.to_owned());
+        self.capabilities = result["capabilities"].clone();
         let initialized = self.message(None, "notifications/initialized", json!({}));
         self.wire.notify(initialized, Some(&self.era)).await.map_err(|e| format!("initialized: {e}"))?;
         self.wire.listen(&self.era);
@@ -210,6 +221,53 @@ impl Connection {
             }
         }
         Err(Failure::Garbage(format!("tools/list: more than {MAX_PAGES} pages")))
+    }
+
+    /// Whether the upstream declares the capability `name` (`resources`, `prompts`,
+    /// `completions`).
+    pub(crate) fn offers(&self, name: &str) -> bool {
+        self.capabilities.get(name).is_some_and(Value::is_object)
+    }
+
+    /// Every item of a paginated list (`resources/list`'s `resources` …), all pages.
+    pub(crate) async fn list(&self, method: &str, member: &str) -> Result<Vec<Value>, Failure> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }),
+                None => json!({}),
+            };
+            let mut page = self.request(method, params, Headers::default()).await?;
+            let Some(listed) = page.get_mut(member).and_then(Value::as_array_mut) else {
+                return Err(Failure::Garbage(format!("{method}: no {member} array")));
+            };
+            items.append(listed);
+            match page["nextCursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => return Ok(items),
+            }
+        }
+        Err(Failure::Garbage(format!("{method}: more than {MAX_PAGES} pages")))
+    }
+
+    /// A request whose result is passed on as it came, less the stateless revision's
+    /// `resultType` framing (a result of another type, or not an object, is garbage).
+    pub(crate) async fn forward(
+        &self,
+        method: &str,
+        params: Value,
+        headers: Headers,
+    ) -> Result<Value, Failure> {
+        let mut result = self.request(method, params, headers).await?;
+        let Some(object) = result.as_object_mut() else {
+            return Err(Failure::Garbage(format!("{method}: the result is not an object")));
+        };
+        match object.remove("resultType") {
+            None => Ok(result),
+            Some(t) if t == "complete" => Ok(result),
+            Some(t) => Err(Failure::Garbage(format!("{method}: a result of type {t}, not complete"))),
+        }
     }
 
     /// `tools/call`: the upstream's result as it gave it (an `isError` one too), less the

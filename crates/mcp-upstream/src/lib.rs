@@ -21,6 +21,7 @@ pub mod export;
 pub mod link;
 pub mod metrics;
 pub mod oauth;
+mod offers;
 mod shared;
 mod wire;
 

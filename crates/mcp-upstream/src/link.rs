@@ -36,7 +36,7 @@ pub struct Link {
     pub spec: UpstreamSpec,
     pub(crate) allow: GlobSet,
     connection: RwLock<Option<Arc<Connection>>>,
-    limit: Semaphore,
+    pub(crate) limit: Semaphore,
     metrics: UpstreamMetrics,
     stop: watch::Sender<bool>,
     /// The upstream said `notifications/tools/list_changed`.
@@ -53,6 +53,8 @@ pub struct Link {
     tokens: OnceLock<Option<Arc<TokenSource>>>,
     /// Removed by a reload: its tools are withdrawn and stay so until it stops.
     retired: AtomicBool,
+    /// Its resources' and prompts' side: told when they change.
+    pub(crate) offers: crate::offers::LinkOffers,
 }
 
 /// A tool's `x-mcp-header` arguments: each header's name and the path to its argument.
@@ -88,6 +90,7 @@ impl Link {
             header_params: RwLock::default(),
             tokens: OnceLock::new(),
             retired: AtomicBool::new(false),
+            offers: Default::default(),
         }))
     }
 
@@ -114,14 +117,14 @@ impl Link {
         *self.connection.write().unwrap_or_else(|e| e.into_inner()) = connection;
     }
 
-    fn connection(&self) -> Option<Arc<Connection>> {
+    pub(crate) fn connection(&self) -> Option<Arc<Connection>> {
         self.connection.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Connect in the era the upstream speaks: `server/discover` first, else `initialize`
     /// (and `initialize` only, from then on).
     async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
-        let shared = || Shared::new(self.listeners.clone(), self.relist.clone());
+        let shared = || Shared::new(self.listeners.clone(), self.relist.clone(), self.offers.changed.clone());
         let open = |shared: Arc<Shared>| match &self.spec.transport {
             Transport::Http { url, headers, oauth } => {
                 let tokens = self
@@ -181,6 +184,7 @@ impl Link {
                 self.metrics.connect(&name, true);
                 self.set_connection(Some(connection.clone()));
                 let (tools, mut ttl) = self.publish(&connection, &dispatcher, &external).await;
+                crate::offers::publish(&self, &connection, &external).await;
                 tracing::info!(upstream = %name, tools, "MCP upstream connected");
                 self.metrics.set_up(&name, true);
                 self.report(&external, true, None);
@@ -193,6 +197,7 @@ impl Link {
                             self.report(&external, true, None);
                             tracing::info!(upstream = %name, tools = external.names(&name).len(), "MCP upstream tools listed again (list_changed)");
                         }
+                        _ = self.offers.changed.notified() => crate::offers::publish(&self, &connection, &external).await,
                         _ = tokio::time::sleep(relist_in), if ttl.is_some() => {
                             (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
                             self.report(&external, true, None);

@@ -53,16 +53,19 @@ pub(crate) struct Shared {
     pending: Mutex<HashMap<i64, oneshot::Sender<Result<Value, Failure>>>>,
     listeners: Listeners,
     relist: Arc<Notify>,
+    /// Told when the upstream's resources or prompts change.
+    reoffer: Arc<Notify>,
     closed: CancellationToken,
     why: Mutex<Option<String>>,
 }
 
 impl Shared {
-    pub(crate) fn new(listeners: Listeners, relist: Arc<Notify>) -> Arc<Shared> {
+    pub(crate) fn new(listeners: Listeners, relist: Arc<Notify>, reoffer: Arc<Notify>) -> Arc<Shared> {
         Arc::new(Shared {
             pending: Mutex::default(),
             listeners,
             relist,
+            reoffer,
             closed: CancellationToken::new(),
             why: Mutex::default(),
         })
@@ -173,6 +176,9 @@ impl Shared {
                 }
             }
             "notifications/tools/list_changed" => self.relist.notify_one(),
+            "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
+                self.reoffer.notify_one()
+            }
             _ => {}
         }
     }
@@ -194,7 +200,7 @@ mod tests {
     fn shared() -> (Arc<Shared>, Listeners, Arc<Notify>) {
         let listeners = Listeners::default();
         let relist = Arc::new(Notify::new());
-        (Shared::new(listeners.clone(), relist.clone()), listeners, relist)
+        (Shared::new(listeners.clone(), relist.clone(), Arc::new(Notify::new())), listeners, relist)
     }
 
     #[tokio::test]

@@ -63,7 +63,7 @@ pub(crate) async fn run(
     session: &Session,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: request, refused, .. } = prepared;
+    let Prepared { name, tool, arguments, meta: mut request, refused, .. } = prepared;
     let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
     if let Some(e) = refused {
         let cid = request.correlation_id.as_deref().unwrap_or("");
@@ -73,23 +73,42 @@ pub(crate) async fn run(
         Target::External(t) => Some(t.clone()),
         Target::Native(_) => None,
     };
+    // Another server's command is that server's to stop: its handler hears of a cancellation.
+    let cancel = match (tool.tool().kind, &external) {
+        (Kind::Command, Some(_)) => Some(oncerpc_core::CancellationToken::new()),
+        _ => None,
+    };
+    request.cancel = cancel.clone();
     let calling = async {
         match &external {
             Some(t) => dispatcher.call_external(&t.method, Some(&arguments), &request).await,
             None => dispatcher.call(&name, Some(&arguments), &request).await,
         }
     };
-    // A query may be cancelled: it stops. A command runs on and stores its outcome.
-    let registered = match tool.tool().kind {
-        Kind::Query => inflight.register(&session.tenant, session.id.as_deref().unwrap_or(""), id.raw()),
-        Kind::Command => None,
+    // A query may be cancelled: it stops. A command runs on and stores its outcome — but
+    // another server's command is that server's to stop: it is told (and the call, which
+    // then has no outcome, is not stored).
+    let scope = session.id.as_deref().unwrap_or("");
+    let registered = match (tool.tool().kind, &external) {
+        (Kind::Query, _) | (Kind::Command, Some(_)) => inflight.register(&session.tenant, scope, id.raw()),
+        (Kind::Command, None) => None,
     };
     let (outcome, info, cid) = match registered {
         None => calling.await,
-        Some(mut r) => tokio::select! {
-            done = calling => done,
-            Ok(()) = &mut r.cancelled => return Ok(None),
-        },
+        Some(mut r) => {
+            let mut calling = std::pin::pin!(calling);
+            tokio::select! {
+                done = &mut calling => done,
+                Ok(()) = &mut r.cancelled => {
+                    if let Some(cancel) = &cancel {
+                        cancel.cancel();
+                        tracing::info!(tenant = %session.tenant, "MCP call of an upstream's command cancelled by the client: the upstream is told");
+                        calling.await;
+                    }
+                    return Ok(None);
+                }
+            }
+        }
     };
     Ok(Some(match (&outcome, external) {
         (Outcome::Result(r), Some(_)) => {

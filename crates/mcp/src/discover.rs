@@ -4,6 +4,7 @@
 
 use serde_json::json;
 
+use crate::offers::Offers;
 use crate::stateless::{LIST_TTL_MS, supported_versions};
 
 /// `_meta` member of the discover result naming the server.
@@ -16,12 +17,16 @@ pub const INSTRUCTIONS: &str = "Tools that change something are commands: pass a
 /// The `server/discover` result: every revision served (this one first), `tools` (no list
 /// changes: the registry is fixed while the process runs), the tasks extension
 /// ([`crate::tasks`]), the server's name and version,
-/// and caching hints. Resources, prompts, completions and logging are not offered.
-pub fn result() -> String {
+/// and caching hints. Resources, prompts and completions while other servers offer some
+/// ([`Offers::capabilities`]); logging is not offered.
+pub fn result(offers: &Offers) -> String {
+    let mut capabilities = json!({ "tools": {}, "extensions": { crate::tasks::EXTENSION: {} } });
+    // No list changes reach a stateless client: its lists carry `ttlMs`.
+    offers.capabilities_for(&mut capabilities, false);
     json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": { "tools": {}, "extensions": { crate::tasks::EXTENSION: {} } },
+        "capabilities": capabilities,
         "instructions": INSTRUCTIONS,
         "ttlMs": LIST_TTL_MS,
         "cacheScope": "public",

@@ -35,6 +35,8 @@ struct Inner {
     set: RwLock<Arc<Set>>,
     /// Each source's state, for `/healthz`.
     health: Mutex<BTreeMap<String, Value>>,
+    /// What the sources offer besides tools.
+    offers: crate::offers::Offers,
 }
 
 /// The external tools at one moment, in source then name order.
@@ -168,6 +170,11 @@ impl External {
                 .map(|t| t.tool.name.clone())
                 .collect()
         })
+    }
+
+    /// What the sources offer besides tools: resources, templates, prompts, completions.
+    pub fn offers(&self) -> &crate::offers::Offers {
+        &self.inner.offers
     }
 
     /// Record `source`'s state (shown by `/healthz`).

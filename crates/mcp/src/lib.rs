@@ -28,6 +28,9 @@
 //!   store unavailable, timeouts, upstream failures) is a tool result with `isError: true`
 //!   and `structuredContent: {code, message, data}`; an unknown tool or a malformed request is
 //!   a JSON-RPC error.
+//! * **What other servers offer** ([`offers`]): the resources, resource templates, prompts and
+//!   completions of upstream MCP servers (SPEC §16b), listed, forwarded to their source, and
+//!   declared in the capabilities only while some are offered.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,6 +62,7 @@ pub mod external;
 mod metrics;
 pub mod names;
 pub mod notify;
+pub mod offers;
 pub mod schema;
 pub mod session;
 pub mod sessions;
@@ -349,6 +353,9 @@ impl McpServer {
                 Ok(None) => return self.cancelled(&req, session),
                 Err(e) => Err(e),
             },
+            m if offers::Offers::answers(m) => {
+                self.tools.external().offers().answer(m, req.params, &session.grant).await.map(Cow::Owned)
+            }
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel"
                 if tasks::session::offered(session) =>
             {
@@ -388,6 +395,7 @@ impl McpServer {
             .unwrap_or(SESSION_VERSIONS[0]);
         session.version = Some(version);
         let mut capabilities = json!({ "tools": { "listChanged": self.list_changed }, "logging": {} });
+        self.tools.external().offers().capabilities(&mut capabilities);
         if tasks::session::offered(session) {
             capabilities["tasks"] = tasks::session::capability();
         }

@@ -24,6 +24,12 @@ pub(crate) fn method_label(method: &str) -> &'static str {
         "logging/setLevel" => "logging/setLevel",
         "tools/list" => "tools/list",
         "tools/call" => "tools/call",
+        "resources/list" => "resources/list",
+        "resources/templates/list" => "resources/templates/list",
+        "resources/read" => "resources/read",
+        "prompts/list" => "prompts/list",
+        "prompts/get" => "prompts/get",
+        "completion/complete" => "completion/complete",
         m if m.starts_with("notifications/") => "notification",
         _ => "other",
     }

@@ -102,6 +102,19 @@ impl Sessions {
         Ok(id)
     }
 
+    /// Whether the session is still open at `now_ms` — its owner's id — without keeping it
+    /// alive (an open event stream is not a use of the session: it ends when the session
+    /// does).
+    pub async fn alive(&self, token: &str, now_ms: u64) -> Result<SessionId, SessionError> {
+        let id = self.tokens.verify(token, now_ms)?;
+        let record = self.store.get(&Self::key(&id)).await.map_err(|_| SessionError::Unavailable)?;
+        match record.map(|r| r.state) {
+            Some(RecordState::Processing { lease_until_ms }) if lease_until_ms > now_ms => Ok(id),
+            Some(RecordState::Processing { .. }) => Err(SessionError::Expired),
+            _ => Err(SessionError::Ended),
+        }
+    }
+
     /// End a session (`DELETE`): every replica refuses it from now on.
     pub async fn end(&self, token: &str, now_ms: u64) -> Result<SessionId, SessionError> {
         let id = self.check(token, now_ms).await?;

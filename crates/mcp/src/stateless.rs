@@ -11,8 +11,9 @@
 //!   carries `resultType: "complete"`. With the tasks extension declared, a command's call is
 //!   a task on the event store, and `tasks/get|update|cancel` read and cancel it
 //!   ([`tasks`]; `-32021` without the extension). Any other method
-//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, resources, prompts, …) is
-//!   `-32601`.
+//!   (`initialize`, `ping`, `logging/setLevel`, `tasks/list`, …) is `-32601`. Resources,
+//!   prompts and completions other servers offer are listed (with the same caching hints)
+//!   and forwarded ([`offers`](crate::offers)).
 //! * **Refusals**, before anything runs: not JSON (`-32700`), a batch or an invalid request
 //!   (`-32600`), `_meta` without `io.modelcontextprotocol/protocolVersion` or
 //!   `…/clientCapabilities` (`-32602`), an HTTP header missing or disagreeing with the body
@@ -31,14 +32,12 @@
 //!   messages (only with `_meta["io.modelcontextprotocol/logLevel"]`) go to the transport's
 //!   outbox, as in the session era ([`notify`](crate::notify)).
 //!
-//! Why one file of about 620 lines (its tests are in `stateless/tests.rs`): it is the whole of
-//! one revision's request handling — era detection, the per-request capabilities, and each
+//! Why one file of about 600 lines (its tests are in `stateless/tests.rs`, the headers' text in
+//! `stateless/headers.rs`): it is the whole of one revision's request handling — era detection, the per-request capabilities, and each
 //! method's answer — which must be read together to see that no state is kept between requests.
 
 use std::borrow::Cow;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use oncerpc_core::LogSafe;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
@@ -266,12 +265,21 @@ impl McpServer {
             .map(|l| l.into_owned());
         let mut tool_error = false;
         let answer: Result<String, RpcError> = match &*req.method {
-            "server/discover" => Ok(discover::result()),
+            "server/discover" => Ok(discover::result(self.tools.external().offers())),
             "tools/list" => {
                 let scope = if self.tools.scoped() { "private" } else { "public" };
                 crate::cursor(&req)
                     .and_then(|c| self.tools.page(c.as_deref(), &session.grant))
                     .map(|page| cacheable(&page, scope))
+            }
+            m if crate::offers::Offers::answers(m) => {
+                let offers = self.tools.external().offers();
+                let answered = offers.answer(m, req.params, &session.grant).await;
+                let scope = if offers.scoped() { "private" } else { "public" };
+                match m.ends_with("/list") || m == "resources/read" {
+                    true => answered.map(|page| cacheable(&page, scope)),
+                    false => answered.map(|r| complete(&r)),
+                }
             }
             "tools/call"
                 if let route @ (tasks::Route::Task | tasks::Route::Refused(_)) =
@@ -567,40 +575,6 @@ fn declares_tasks(meta: Option<&call::CallMeta<'_>>) -> bool {
     }
 }
 
-/// A header value without its surrounding spaces and tabs; `None` when it has characters a
-/// header value may not (anything but visible ASCII, space and tab).
-fn header_text(raw: &[u8]) -> Option<&str> {
-    if !raw.iter().all(|&b| b == b'\t' || (b' '..=b'~').contains(&b)) {
-        return None;
-    }
-    std::str::from_utf8(raw).ok().map(|s| s.trim_matches([' ', '\t']))
-}
-
-/// A header value with the Base64 sentinel (`=?base64?…?=`) decoded; `None` when the Base64
-/// or its UTF-8 is invalid. A value without the whole sentinel is taken literally.
-fn decoded(text: &str) -> Option<Cow<'_, str>> {
-    match text.strip_prefix("=?base64?").and_then(|t| t.strip_suffix("?=")) {
-        Some(encoded) => {
-            STANDARD.decode(encoded).ok().and_then(|b| String::from_utf8(b).ok()).map(Cow::Owned)
-        }
-        None => Some(Cow::Borrowed(text)),
-    }
-}
-
-/// Whether a header's text is the argument's value: a string as is, an integer as its
-/// decimal (compared as a number), a boolean as `true`/`false`.
-fn same_value(text: &str, value: &Value) -> bool {
-    match value {
-        Value::String(s) => text == s,
-        Value::Bool(b) => text == if *b { "true" } else { "false" },
-        Value::Number(n) => match (text.parse::<f64>(), n.as_f64()) {
-            (Ok(h), Some(b)) => h == b,
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
 /// A result of this revision: `resultType: "complete"` first, then the result's own members
 /// (kept byte for byte: a duplicate's content is the stored result).
 pub(crate) fn complete(result: &str) -> String {
@@ -623,6 +597,9 @@ fn cacheable(result: &str, scope: &str) -> String {
         None => completed,
     }
 }
+
+mod headers;
+use headers::{decoded, header_text, same_value};
 
 #[cfg(test)]
 mod tests;

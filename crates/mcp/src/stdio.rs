@@ -2,7 +2,8 @@
 //! logs only on stderr, for desktop hosts that start the server as a command. One process is
 //! one session of the default tenant, and answers `2026-07-28` (stateless) messages too, each
 //! on its own; the loop, framing and signal handling are the stdio
-//! daemon's ([`oncerpc_stdio::serve`]).
+//! daemon's ([`oncerpc_stdio::serve`]). The re-exported resources' and prompts'
+//! list-changed notifications are written as they happen, between answers too.
 
 use std::future::Future;
 
@@ -26,8 +27,15 @@ where
     let mut session = Session::new(oncerpc_core::DEFAULT_TENANT);
     // One process is one session: a cancellation names a request of this pipe.
     let scope = Session::new(oncerpc_core::DEFAULT_TENANT);
-    oncerpc_stdio::serve(
+    // From the client's first message on, the re-exported resources' and prompts'
+    // list-changed notifications go to it (between answers too).
+    let mut following: Option<tokio::task::JoinHandle<()>> = None;
+    let offers = server.tools().external().offers().clone();
+    let result = oncerpc_stdio::serve(
         async |body: &[u8], outbox: &Outbox| {
+            if following.is_none() {
+                following = Some(tokio::spawn(follow(offers.clone(), outbox.clone())));
+            }
             // A message whose _meta names its protocol version is 2026-07-28's (stateless).
             if crate::stateless::is_stateless(body, None) {
                 return server
@@ -43,5 +51,27 @@ where
         max_body,
         shutdown,
     )
-    .await
+    .await;
+    if let Some(f) = following {
+        f.abort();
+    }
+    result
+}
+
+/// Pass every list-changed notification of `offers` to `outbox` until the server closes.
+async fn follow(offers: crate::offers::Offers, outbox: Outbox) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changes = offers.subscribe();
+    loop {
+        tokio::select! {
+            change = changes.recv() => match change {
+                Ok(message) => {
+                    outbox.send(message.as_bytes().to_vec());
+                }
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            },
+            () = offers.closed() => return,
+        }
+    }
 }

@@ -154,24 +154,36 @@ where
     let mut pending: VecDeque<Read> = VecDeque::new();
     // EOF or unframeable input was read (and queued): nothing more to read.
     let mut ended = false;
+    // The framing of the last message read: what a notification sent between two requests uses.
+    let mut seen = Framing::Ndjson;
     loop {
         let (frame, framing) = match pending.pop_front() {
             Some(next) => next,
             // Waiting for input is the only place a signal interrupts; a request in hand is
-            // always finished and answered first.
-            None => tokio::select! {
-                biased;
-                (reader, next) = reading(&mut idle, &mut in_progress) => {
-                    (idle, in_progress) = (Some(reader), None);
-                    next
-                }
-                () = &mut shutdown => {
-                    tracing::info!("shutdown signal: exiting after the last answer");
-                    output.flush().await?;
-                    return Ok(Exit::Clean);
+            // always finished and answered first. A notification sent meanwhile (not a
+            // call's: the session's own, such as a list that changed) is written at once.
+            None => loop {
+                tokio::select! {
+                    biased;
+                    (reader, next) = reading(&mut idle, &mut in_progress) => {
+                        (idle, in_progress) = (Some(reader), None);
+                        break next;
+                    }
+                    Some(note) = sent.recv() => {
+                        out.clear();
+                        seen.encode(&note, &mut out);
+                        output.write_all(&out).await?;
+                        output.flush().await?;
+                    }
+                    () = &mut shutdown => {
+                        tracing::info!("shutdown signal: exiting after the last answer");
+                        output.flush().await?;
+                        return Ok(Exit::Clean);
+                    }
                 }
             },
         };
+        seen = framing;
         if frame.is_err() {
             ended = true;
         }

@@ -112,6 +112,10 @@ pub struct RequestMeta {
     /// Who the caller is, for the audit trail (a token's `sub`, a scoped key's `name`); `None`
     /// for a tenant's plain API key. Never a credential.
     pub subject: Option<Arc<str>>,
+    /// Fires when the caller cancels the call (MCP's `notifications/cancelled`), for a handler
+    /// whose work is another server's to stop ([`Context::cancel`](crate::Context)); `None`:
+    /// the call cannot be cancelled.
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 impl Default for RequestMeta {
@@ -136,6 +140,7 @@ impl RequestMeta {
             trace: None,
             grant: crate::Grant::All,
             subject: None,
+            cancel: None,
         }
     }
 }

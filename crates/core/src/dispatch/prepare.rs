@@ -72,6 +72,7 @@ impl Dispatcher {
             journal: None,
             progress: meta.progress.clone(),
             trace: meta.trace.clone(),
+            cancel: meta.cancel.clone(),
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {

@@ -14,8 +14,15 @@ it is in flight; cancelled by its client, it logs `slow_charge_cancelled`), `dec
 APIs do: a key it has seen gets that call's result again), `flood` (reports progress `count`
 times with `size`-byte messages, `pause_ms` apart), `unlock_refund` (adds a `refund` tool and sends
 notifications/tools/list_changed), `ship` (reports progress three times when the call has a
-progress token; its `region` argument is marked `x-mcp-header: Region`). The commands take an optional `idempotency_key` argument of their
-own, as some servers do (oncerpc's `key_argument`).
+progress token; its `region` argument is marked `x-mcp-header: Region`), `publish_statement` (adds
+the resource `pay://statement` and sends notifications/resources/list_changed). The commands
+take an optional `idempotency_key` argument of their own, as some servers do (oncerpc's
+`key_argument`).
+
+Besides tools: the resource `pay://terms` (text), the resource template
+`pay://receipts/{receipt_id}` (JSON; the receipt `missing` does not exist), and the prompt
+`dispute` (arguments `charge_id`, and `reason`, whose values are completed, as are a
+receipt's ids). Each read or get is logged as {"read": URI} or {"prompt": NAME, ...}.
 
 With UPSTREAM_ISSUER and UPSTREAM_AUDIENCE set (http only), it is an OAuth resource server:
 every request must carry `Authorization: Bearer` with a JWT signed by a key of the issuer's
@@ -33,7 +40,15 @@ from typing import Annotated
 
 from pydantic import Field
 from mcp.server.fastmcp import Context, FastMCP
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.fastmcp.resources import TextResource
+from mcp.types import (
+    CallToolResult,
+    Completion,
+    PromptReference,
+    ResourceTemplateReference,
+    TextContent,
+    ToolAnnotations,
+)
 
 LOG = sys.argv[1]
 mcp = FastMCP("python-upstream", log_level="WARNING")
@@ -149,6 +164,50 @@ async def flood(count: int, size: int, pause_ms: int, ctx: Context, idempotency_
 def balance(ctx: Context) -> dict:
     record({"tool": "balance", "key": seen_key(ctx)})
     return {"balance": 100}
+
+
+@mcp.resource("pay://terms", name="terms", description="The payment terms.", mime_type="text/plain")
+def terms() -> str:
+    record({"read": "pay://terms"})
+    return "Payment is due within 30 days."
+
+
+@mcp.resource(
+    "pay://receipts/{receipt_id}",
+    name="receipt",
+    description="A receipt, by its id.",
+    mime_type="application/json",
+)
+def receipt(receipt_id: str) -> str:
+    record({"read": f"pay://receipts/{receipt_id}"})
+    if receipt_id == "missing":
+        raise ValueError(f"no receipt {receipt_id}")
+    return json.dumps({"receipt": receipt_id, "amount": 5})
+
+
+@mcp.prompt(name="dispute", description="Draft a dispute of a charge.")
+def dispute(charge_id: str, reason: str = "duplicate") -> str:
+    record({"prompt": "dispute", "charge_id": charge_id, "reason": reason})
+    return f"Write a dispute of charge {charge_id}, reason: {reason}."
+
+
+@mcp.completion()
+async def complete(ref, argument, context):
+    if isinstance(ref, PromptReference) and ref.name == "dispute" and argument.name == "reason":
+        options = ["duplicate", "fraudulent", "not received"]
+    elif isinstance(ref, ResourceTemplateReference) and argument.name == "receipt_id":
+        options = ["r-1", "r-2", "r-10"]
+    else:
+        return None
+    return Completion(values=[o for o in options if o.startswith(argument.value)], hasMore=False)
+
+
+@mcp.tool(description="Publish the monthly statement as a resource (notifications/resources/list_changed).")
+async def publish_statement(ctx: Context) -> dict:
+    record({"tool": "publish_statement", "key": seen_key(ctx)})
+    mcp.add_resource(TextResource(uri="pay://statement", name="statement", text="Nothing due.", mime_type="text/plain"))
+    await ctx.session.send_resource_list_changed()
+    return {"published": "pay://statement"}
 
 
 class BearerCheck:
