@@ -118,8 +118,7 @@ async fn a_method_added_then_removed_while_a_call_runs() {
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
 
     assert_eq!(gw.reload(&config(&up, true)).await["outcome"], "ok");
-    let heard = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("no hang");
-    let heard = String::from_utf8_lossy(&heard.expect("read").expect("an event")).into_owned();
+    let heard = next_event(&mut stream).await.expect("an event");
     assert!(heard.contains(r#""method":"notifications/tools/list_changed""#), "{heard}");
     assert!(discovered(&gw).await.contains(&"extra.slow".to_owned()), "rpc.discover lists the new method");
     assert!(tools(&gw, &session).await.contains(&"extra_slow".to_owned()), "the open session lists its tool");
@@ -139,8 +138,7 @@ async fn a_method_added_then_removed_while_a_call_runs() {
     assert_eq!(up.count("wait"), 1, "the call reached its step");
     assert_eq!(gw.reload(&config(&up, false)).await["outcome"], "ok");
     assert!(!discovered(&gw).await.contains(&"extra.slow".to_owned()), "no longer listed");
-    let heard = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("no hang");
-    let heard = String::from_utf8_lossy(&heard.expect("read").expect("an event")).into_owned();
+    let heard = next_event(&mut stream).await.expect("an event");
     assert!(heard.contains("notifications/tools/list_changed"), "told again on removal: {heard}");
     let gone =
         gw.gw.http().rpc(rpc("extra.slow", 8), &[("x-api-key", KEY), ("x-idempotency-key", "slow-2")]).await;
@@ -231,7 +229,18 @@ async fn an_open_session_stream_ends_at_shutdown() {
         .await;
     assert_eq!(forged.status, 404, "{}", forged.body);
     gw.gw.sigterm();
-    let end = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("the stream ended");
-    assert!(end.expect("read").is_none(), "the stream ends without an event");
+    assert_eq!(next_event(&mut stream).await, None, "the stream ends without an event");
     assert!(gw.gw.wait_exit(Duration::from_secs(20)).success(), "{:#?}", gw.gw.log());
+}
+
+/// The next event of a server stream (its SSE comments, such as the `: open` it starts with,
+/// skipped), or `None` when the stream ends; within 20 s.
+async fn next_event(stream: &mut reqwest::Response) -> Option<String> {
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(20), stream.chunk()).await.expect("no hang");
+        let chunk = String::from_utf8_lossy(&chunk.expect("read")?).into_owned();
+        if chunk.lines().any(|l| l.starts_with("data:")) {
+            return Some(chunk);
+        }
+    }
 }
