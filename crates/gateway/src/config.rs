@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod mcp;
+pub mod mcp_upstreams;
 mod source;
+pub mod tools;
 mod validate;
+pub mod verify;
 
 pub use source::{Loaded, Source};
 
@@ -58,7 +62,7 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSection>,
     #[serde(default)]
-    pub mcp: crate::mcp::McpSection,
+    pub mcp: mcp::McpSection,
     #[serde(default)]
     pub console: crate::console::ConsoleSection,
     /// `[telemetry]`: OpenTelemetry export of spans over OTLP (absent: off).
@@ -312,7 +316,7 @@ pub struct MethodConfig {
     pub fingerprint_from: Option<Vec<String>>,
     /// Deliveries must be signed (checked over the raw body before anything else).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verify: Option<crate::webhooks::VerifySection>,
+    pub verify: Option<verify::VerifySection>,
     /// With `verify`: the tenant a verified delivery is served as (no API key needed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
@@ -328,11 +332,11 @@ pub struct MethodConfig {
     pub output_schema: Option<serde_json::Value>,
     /// Keys derived from the call itself when it brings none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub derive_key: Option<crate::mcp::DeriveKey>,
+    pub derive_key: Option<tools::DeriveKey>,
     /// MCP tasks (`2026-07-28`): `"optional"` (a command's default: a task when the client
     /// declares the extension) or `"required"` (only as a task).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tasks: Option<crate::mcp::TaskSupport>,
+    pub tasks: Option<tools::TaskSupport>,
 }
 
 impl Default for MethodConfig {

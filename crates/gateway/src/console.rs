@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Mode;
+use oncerpc_core::Mode;
 
 /// `[console]`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
