@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use oncerpc_core::{BoxFuture, Context, Handler, HandlerResult, RESERVED_PARAMS};
-use oncerpc_protocol::{ErrorCode, RawValue, RpcError};
+use oncerpc_protocol::{RawValue, RpcError};
 use serde_json::{Map, Value};
 
+pub use crate::errors::{failed, timed_out};
 use crate::link::Link;
 
 /// `tools/call` of one upstream tool (its own name), with the call's key.
@@ -55,18 +56,4 @@ pub fn arguments(params: Option<&RawValue>) -> Result<Map<String, Value>, RpcErr
         Some(Ok(Value::Null)) => Ok(Map::new()),
         _ => Err(RpcError::invalid_params("arguments must be an object")),
     }
-}
-
-/// `-32006` naming the upstream and, in a few words, why (the details go to the log only).
-pub fn failed(upstream: &str, why: &str) -> RpcError {
-    RpcError::with_message(ErrorCode::UpstreamFailed, format!("MCP upstream {upstream:?} failed: {why}"))
-}
-
-/// `-32005`: the upstream did not answer within its `timeout_ms`.
-pub fn timed_out(upstream: &str, timeout_ms: u128) -> RpcError {
-    RpcError::with_message(
-        ErrorCode::Timeout,
-        format!("MCP upstream {upstream:?} did not answer within {timeout_ms} ms"),
-    )
-    .data(serde_json::json!({ "timeout_ms": timeout_ms as u64 }))
 }

@@ -17,12 +17,15 @@
 
 pub mod call;
 mod client;
+mod errors;
 pub mod export;
 pub mod link;
 pub mod metrics;
+mod names;
 pub mod oauth;
 mod offers;
 mod shared;
+mod supervise;
 mod wire;
 
 use std::collections::BTreeMap;

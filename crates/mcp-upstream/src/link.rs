@@ -9,14 +9,14 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use globset::GlobSet;
-use oncerpc_core::{Dispatcher, Progress};
+use oncerpc_core::Progress;
 use oncerpc_mcp::External;
 use oncerpc_protocol::RpcError;
 use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, Semaphore, watch};
 
-use crate::call::{failed, timed_out};
-use crate::client::{Connection, Listing};
+use crate::client::Connection;
+use crate::errors::{failed, timed_out};
 use crate::oauth::TokenSource;
 use crate::shared::{Era, Headers, Listeners, Shared};
 use crate::wire::Wire;
@@ -27,34 +27,35 @@ use crate::{Transport, UpstreamMetrics, UpstreamSpec};
 /// The `_meta` member carrying the key to the upstream (the one oncerpc's own clients use).
 pub const META_KEY: &str = oncerpc_mcp::call::META_KEY;
 /// The first pause before connecting again; it doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(200);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A stateless upstream's tool list is read again when its `ttlMs` ends, but not more often.
-const MIN_RELIST: Duration = Duration::from_secs(1);
+pub(crate) const MIN_RELIST: Duration = Duration::from_secs(1);
 
 pub struct Link {
     pub spec: UpstreamSpec,
     pub(crate) allow: GlobSet,
     connection: RwLock<Option<Arc<Connection>>>,
     pub(crate) limit: Semaphore,
-    metrics: UpstreamMetrics,
-    stop: watch::Sender<bool>,
+    pub(crate) metrics: UpstreamMetrics,
+    pub(crate) stop: watch::Sender<bool>,
     /// The upstream said `notifications/tools/list_changed`.
-    relist: Arc<Notify>,
+    pub(crate) relist: Arc<Notify>,
     /// It answered `server/discover` with an error it cannot be parsed from: `initialize`.
     legacy: AtomicBool,
     /// Where the progress of each call in flight goes, by the token oncerpc gave it.
     listeners: Listeners,
     next_token: AtomicI64,
     /// Each listed tool's `x-mcp-header` arguments: (header, path to the argument).
-    header_params: RwLock<HashMap<String, HeaderParams>>,
+    pub(crate) header_params: RwLock<HashMap<String, HeaderParams>>,
     /// Its access tokens (`oauth`), made with the first connection's HTTP client and kept
     /// across connections, so a token outlives a reconnect.
     tokens: OnceLock<Option<Arc<TokenSource>>>,
     /// Removed by a reload: its tools are withdrawn and stay so until it stops.
-    retired: AtomicBool,
+    pub(crate) retired: AtomicBool,
     /// Its resources' and prompts' side: told when they change.
-    pub(crate) offers: crate::offers::LinkOffers,
+    /// The upstream said its resources or prompts changed.
+    pub(crate) offers_changed: Arc<Notify>,
 }
 
 /// A tool's `x-mcp-header` arguments: each header's name and the path to its argument.
@@ -75,7 +76,7 @@ impl Drop for Listening<'_> {
 impl Link {
     pub fn new(spec: UpstreamSpec, metrics: UpstreamMetrics) -> Result<Arc<Link>, String> {
         let allow =
-            crate::export::allowlist(&spec.tools).map_err(|e| format!("mcp.upstreams.{}.{e}", spec.name))?;
+            crate::names::allowlist(&spec.tools).map_err(|e| format!("mcp.upstreams.{}.{e}", spec.name))?;
         Ok(Arc::new(Link {
             limit: Semaphore::new(spec.max_in_flight.max(1)),
             spec,
@@ -90,7 +91,7 @@ impl Link {
             header_params: RwLock::default(),
             tokens: OnceLock::new(),
             retired: AtomicBool::new(false),
-            offers: Default::default(),
+            offers_changed: Arc::default(),
         }))
     }
 
@@ -113,7 +114,7 @@ impl Link {
         });
     }
 
-    fn set_connection(&self, connection: Option<Arc<Connection>>) {
+    pub(crate) fn set_connection(&self, connection: Option<Arc<Connection>>) {
         *self.connection.write().unwrap_or_else(|e| e.into_inner()) = connection;
     }
 
@@ -123,8 +124,8 @@ impl Link {
 
     /// Connect in the era the upstream speaks: `server/discover` first, else `initialize`
     /// (and `initialize` only, from then on).
-    async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
-        let shared = || Shared::new(self.listeners.clone(), self.relist.clone(), self.offers.changed.clone());
+    pub(crate) async fn connect(&self, http: &reqwest::Client) -> Result<Connection, String> {
+        let shared = || Shared::new(self.listeners.clone(), self.relist.clone(), self.offers_changed.clone());
         let open = |shared: Arc<Shared>| match &self.spec.transport {
             Transport::Http { url, headers, oauth } => {
                 let tokens = self
@@ -149,138 +150,7 @@ impl Link {
         Ok(connection)
     }
 
-    /// The supervisor: connect, list and publish the tools, follow `list_changed` (a
-    /// stateless upstream's list: when its `ttlMs` ends), and connect again with jittered
-    /// backoff when the connection ends; until [`Link::stop`].
-    pub fn supervise(
-        self: Arc<Self>,
-        dispatcher: Arc<Dispatcher>,
-        external: External,
-        http: reqwest::Client,
-    ) {
-        tokio::spawn(async move {
-            let name = self.spec.name.clone();
-            let mut stop = self.stop.subscribe();
-            let mut backoff = FIRST_BACKOFF;
-            self.report(&external, false, None);
-            self.metrics.set_up(&name, false);
-            while !*stop.borrow() {
-                let connection = match self.connect(&http).await {
-                    Ok(c) => Arc::new(c),
-                    Err(e) => {
-                        self.metrics.connect(&name, false);
-                        self.report(&external, false, Some("cannot connect"));
-                        tracing::warn!(upstream = %name, error = %oncerpc_core::LogSafe(&e), retry_in_ms = backoff.as_millis() as u64, "MCP upstream: cannot connect");
-                        let pause = backoff.mul_f64(0.5 + fastrand::f64() / 2.0);
-                        tokio::select! {
-                            _ = tokio::time::sleep(pause) => {}
-                            _ = stop.changed() => break,
-                        }
-                        backoff = (backoff * 2).min(MAX_BACKOFF);
-                        continue;
-                    }
-                };
-                backoff = FIRST_BACKOFF;
-                self.metrics.connect(&name, true);
-                self.set_connection(Some(connection.clone()));
-                let (tools, mut ttl) = self.publish(&connection, &dispatcher, &external).await;
-                crate::offers::publish(&self, &connection, &external).await;
-                tracing::info!(upstream = %name, tools, "MCP upstream connected");
-                self.metrics.set_up(&name, true);
-                self.report(&external, true, None);
-                loop {
-                    let relist_in = ttl.unwrap_or(Duration::from_secs(86_400)).max(MIN_RELIST);
-                    tokio::select! {
-                        _ = connection.shared.closed() => break,
-                        _ = self.relist.notified() => {
-                            (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
-                            self.report(&external, true, None);
-                            tracing::info!(upstream = %name, tools = external.names(&name).len(), "MCP upstream tools listed again (list_changed)");
-                        }
-                        _ = self.offers.changed.notified() => crate::offers::publish(&self, &connection, &external).await,
-                        _ = tokio::time::sleep(relist_in), if ttl.is_some() => {
-                            (_, ttl) = self.publish(&connection, &dispatcher, &external).await;
-                            self.report(&external, true, None);
-                        }
-                        _ = stop.changed() => {
-                            connection.close();
-                            break;
-                        }
-                    }
-                }
-                self.set_connection(None);
-                self.metrics.set_up(&name, false);
-                if *stop.borrow() {
-                    break;
-                }
-                self.report(&external, false, Some("connection lost"));
-                tracing::warn!(upstream = %name, why = %oncerpc_core::LogSafe(&connection.shared.why()), "MCP upstream connection ended: connecting again");
-            }
-            self.set_connection(None);
-        });
-    }
-
-    /// List the upstream's tools and offer the allowed ones: how many, and how long the list
-    /// may be kept (a stateless upstream's `ttlMs`). A failed listing keeps what was offered.
-    async fn publish(
-        self: &Arc<Self>,
-        connection: &Connection,
-        dispatcher: &Dispatcher,
-        external: &External,
-    ) -> (usize, Option<Duration>) {
-        if self.retired.load(Ordering::SeqCst) {
-            return (0, None);
-        }
-        match tokio::time::timeout(self.spec.timeout, connection.list_tools()).await {
-            Ok(Ok(Listing { tools, ttl })) => {
-                let headers = tools
-                    .iter()
-                    .filter_map(|t| {
-                        let params = oncerpc_mcp::tools::header_params(&t["inputSchema"]);
-                        Some((t["name"].as_str()?.to_owned(), params)).filter(|(_, p)| !p.is_empty())
-                    })
-                    .collect();
-                *self.header_params.write().unwrap_or_else(|e| e.into_inner()) = headers;
-                let exported = crate::export::export(self, dispatcher, &tools);
-                let n = exported.len();
-                external.replace(&self.spec.name, exported);
-                (n, ttl)
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(upstream = %self.spec.name, error = %oncerpc_core::LogSafe(&e.to_string()), "MCP upstream: tools/list failed");
-                (external.names(&self.spec.name).len(), None)
-            }
-            Err(_) => {
-                tracing::warn!(upstream = %self.spec.name, "MCP upstream: tools/list timed out");
-                (external.names(&self.spec.name).len(), None)
-            }
-        }
-    }
-
-    /// Connect once, list the tools, and name the allowed ones as they would be exported.
-    pub(crate) async fn preview(
-        &self,
-        http: &reqwest::Client,
-    ) -> Result<Vec<(String, oncerpc_core::Kind)>, String> {
-        let connection = self.connect(http).await?;
-        let listed = tokio::time::timeout(self.spec.timeout, connection.list_tools()).await;
-        connection.close();
-        let tools = match listed {
-            Ok(Ok(listing)) => listing.tools,
-            Ok(Err(e)) => return Err(format!("tools/list failed: {e}")),
-            Err(_) => return Err("tools/list timed out".into()),
-        };
-        let mut out = Vec::new();
-        for tool in tools {
-            let Some(name) = tool["name"].as_str().filter(|n| self.allow.is_match(n)) else { continue };
-            let method = crate::export::method_name(&self.spec, name);
-            let exported = self.spec.tool_names.tool_name(&method).unwrap_or(method);
-            out.push((exported, crate::export::kind(&self.spec, &tool)));
-        }
-        Ok(out)
-    }
-
-    fn report(&self, external: &External, up: bool, error: Option<&str>) {
+    pub(crate) fn report(&self, external: &External, up: bool, error: Option<&str>) {
         if self.retired.load(Ordering::SeqCst) {
             return;
         }

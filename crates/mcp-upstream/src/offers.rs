@@ -15,22 +15,14 @@ use oncerpc_mcp::External;
 use oncerpc_mcp::offers::{Item, Offer, Source};
 use oncerpc_protocol::{ErrorCode, RpcError};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-use crate::call::{failed, timed_out};
 use crate::client::Connection;
+use crate::errors::{failed, timed_out};
 use crate::link::Link;
 use crate::shared::{Era, Failure, Headers};
 
 /// The longest text of an upstream's error passed on to the client (cut at a character).
 const MAX_ERROR_TEXT: usize = 512;
-
-/// One upstream's side of its offers: told when they change.
-#[derive(Default)]
-pub(crate) struct LinkOffers {
-    /// The upstream said its resources or prompts changed.
-    pub(crate) changed: Arc<Notify>,
-}
 
 /// Forwards requests to one upstream (its link).
 pub(crate) struct Forwarder(pub(crate) Arc<Link>);
@@ -149,7 +141,7 @@ fn exported_prompts(link: &Link, prompts: Vec<Value>) -> Vec<Item> {
     let mut out = Vec::new();
     for mut json in prompts {
         let Some(own) = json["name"].as_str().map(str::to_owned) else { continue };
-        let prefixed = crate::export::method_name(spec, &own);
+        let prefixed = crate::names::method_name(spec, &own);
         match spec.tool_names.tool_name(&prefixed) {
             Ok(name) => {
                 if name != prefixed && !json["title"].is_string() {
