@@ -14,16 +14,9 @@ use oncerpc_protocol::{ErrorCode, Id, Outcome, RawValue, Request, RpcError};
 use serde_json::Value;
 
 use crate::cancel::Inflight;
+pub use crate::meta::{META_CORRELATION, META_KEY, META_RELATED_TASK, META_STATUS};
 use crate::{Outbox, Session, Tools};
 
-/// `_meta` member carrying the idempotency key, on calls and on results.
-pub const META_KEY: &str = "io.oncerpc/idempotency-key";
-/// `_meta` member of a result: `new`, `duplicate` or `processing`.
-pub const META_STATUS: &str = "io.oncerpc/idempotency-status";
-/// `_meta` member of a result: the correlation id of the call (in the logs too).
-pub const META_CORRELATION: &str = "io.oncerpc/correlation-id";
-/// `_meta` member of a task's messages (`2025-11-25`): `{"taskId": …}`.
-pub const META_RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// `_meta` member of a call: force-retry a failed execution.
 pub const META_FORCE: &str = "io.oncerpc/force-retry";
 
@@ -64,7 +57,7 @@ pub(crate) async fn run(
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
     let Prepared { name, tool, arguments, meta: mut request, refused, .. } = prepared;
-    let complete = session.version.is_some_and(|v| crate::stateless::STATELESS_VERSIONS.contains(&v));
+    let complete = session.version.is_some_and(|v| crate::meta::STATELESS_VERSIONS.contains(&v));
     if let Some(e) = refused {
         let cid = request.correlation_id.as_deref().unwrap_or("");
         return Ok(Some((write_tool_result(&Outcome::Error(e), None, cid, complete, None), true)));
@@ -113,7 +106,7 @@ pub(crate) async fn run(
     Ok(Some(match (&outcome, external) {
         (Outcome::Result(r), Some(_)) => {
             let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
-            (if complete { crate::stateless::complete(&result) } else { result }, is_error)
+            (if complete { crate::meta::complete(&result) } else { result }, is_error)
         }
         _ => (write_tool_result(&outcome, info.as_ref(), &cid, complete, None), outcome.is_error()),
     }))
@@ -121,12 +114,12 @@ pub(crate) async fn run(
 
 /// The tool a call names: one of the registry's, or another server's.
 pub(crate) enum Target<'t> {
-    Native(&'t crate::tools::Tool),
+    Native(&'t crate::tool::Tool),
     External(Arc<crate::ExternalTool>),
 }
 
 impl Target<'_> {
-    pub fn tool(&self) -> &crate::tools::Tool {
+    pub fn tool(&self) -> &crate::tool::Tool {
         match self {
             Target::Native(t) => t,
             Target::External(t) => &t.tool,

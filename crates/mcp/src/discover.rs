@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
+use crate::meta::{LIST_TTL_MS, supported_versions};
 use crate::offers::Offers;
-use crate::stateless::{LIST_TTL_MS, supported_versions};
 
 /// `_meta` member of the discover result naming the server.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
@@ -20,7 +20,7 @@ pub const INSTRUCTIONS: &str = "Tools that change something are commands: pass a
 /// and caching hints. Resources, prompts and completions while other servers offer some
 /// ([`Offers::capabilities`]); logging is not offered.
 pub fn result(offers: &Offers) -> String {
-    let mut capabilities = json!({ "tools": {}, "extensions": { crate::tasks::EXTENSION: {} } });
+    let mut capabilities = json!({ "tools": {}, "extensions": { crate::meta::EXTENSION: {} } });
     // No list changes reach a stateless client: its lists carry `ttlMs`.
     offers.capabilities_for(&mut capabilities, false);
     json!({

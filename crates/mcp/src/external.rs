@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use oncerpc_core::{ExternalMethod, IdempotencyInfo};
 use serde_json::{Map, Value, json};
 
-use crate::call::{META_CORRELATION, META_KEY, META_STATUS};
-use crate::tools::Tool;
+use crate::meta::{META_CORRELATION, META_KEY, META_STATUS};
+use crate::tool::Tool;
 
 /// One tool of another server: how it is listed, and the method that calls it.
 #[derive(Debug)]

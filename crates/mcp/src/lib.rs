@@ -59,6 +59,7 @@ pub mod call;
 mod cancel;
 pub mod discover;
 pub mod external;
+pub mod meta;
 mod metrics;
 pub mod names;
 pub mod notify;
@@ -69,6 +70,7 @@ pub mod sessions;
 pub mod stateless;
 pub mod stdio;
 pub mod tasks;
+pub mod tool;
 pub mod tools;
 
 use std::borrow::Cow;
@@ -79,16 +81,14 @@ use oncerpc_protocol::{Entry, ErrorCode, Id, Message, Request, RpcError};
 use serde_json::{Value, json};
 
 pub use external::{External, ExternalTool};
+pub use meta::{SESSION_VERSIONS, STATELESS_VERSIONS};
 pub use metrics::McpMetrics;
 pub use names::{ToolNameError, ToolNames};
 pub use oncerpc_stdio::Outbox;
 pub use session::{SessionError, SessionId, SessionTokens};
 pub use sessions::Sessions;
-pub use stateless::{RequestHeaders, STATELESS_VERSIONS, StatelessAnswer};
+pub use stateless::{RequestHeaders, StatelessAnswer};
 pub use tools::Tools;
-
-/// The session-era revisions served, newest first.
-pub const SESSION_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
 /// What a server knows about one client's session.
 #[derive(Debug, Clone)]

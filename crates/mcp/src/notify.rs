@@ -13,13 +13,10 @@ use serde_json::{Value, json};
 
 use crate::Outbox;
 
-/// The levels of `logging/setLevel`, least severe first.
-pub const LEVELS: [&str; 8] =
-    ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
-
 fn rank(level: &str) -> Option<usize> {
     LEVELS.iter().position(|l| *l == level)
 }
+pub use crate::meta::LEVELS;
 
 /// The task a call became, once it is one (`2025-11-25`): its notifications then name it in
 /// `_meta["io.modelcontextprotocol/related-task"]`.
@@ -43,7 +40,7 @@ pub fn progress(
         let task = related.as_ref().and_then(|r| r.get());
         let meta = |params: &mut Value| {
             if let Some(id) = task {
-                params["_meta"] = json!({ crate::call::META_RELATED_TASK: { "taskId": id } });
+                params["_meta"] = json!({ crate::meta::META_RELATED_TASK: { "taskId": id } });
             }
         };
         let step = match report {

@@ -42,27 +42,14 @@ use oncerpc_core::LogSafe;
 use oncerpc_protocol::{Entry, ErrorCode, Id, Message, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
 
+use crate::meta::complete;
+pub use crate::meta::{
+    LIST_TTL_MS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, STATELESS_VERSIONS,
+    supported_versions,
+};
 use crate::{
     McpServer, Outbox, SESSION_VERSIONS, Session, call, discover, error_answer, result_answer, tasks,
 };
-
-/// The stateless revisions served.
-pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
-/// `_meta` member of every stateless request: its protocol version.
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `_meta` member of every stateless request: the client's capabilities for it.
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `_meta` member of a stateless request: the least severe level it wants log messages of.
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-/// How long a client may keep `server/discover` and `tools/list` results: the tools are the
-/// registry's, fixed while the process runs; a restart with another config may change them.
-pub const LIST_TTL_MS: u64 = 300_000;
-
-/// Every revision served, newest first (`server/discover`'s `supportedVersions`, and the
-/// `supported` list of `-32022`).
-pub fn supported_versions() -> Vec<&'static str> {
-    STATELESS_VERSIONS.iter().chain(SESSION_VERSIONS.iter()).copied().collect()
-}
 
 /// Whether a message is in the stateless era: its `params._meta` names a protocol version,
 /// or `version_header` (HTTP's `MCP-Protocol-Version`) is present and not a session-era
@@ -261,7 +248,7 @@ impl McpServer {
             .as_ref()
             .and_then(|m| m.log_level)
             .and_then(call::text_of)
-            .filter(|l| crate::notify::LEVELS.contains(&&**l))
+            .filter(|l| crate::meta::LEVELS.contains(&&**l))
             .map(|l| l.into_owned());
         let mut tool_error = false;
         let answer: Result<String, RpcError> = match &*req.method {
@@ -572,16 +559,6 @@ fn declares_tasks(meta: Option<&call::CallMeta<'_>>) -> bool {
     match caps.map(|c| c.get().trim()) {
         None | Some("{}") => false,
         Some(c) => serde_json::from_str::<Value>(c).is_ok_and(|caps| tasks::declared_capabilities(&caps)),
-    }
-}
-
-/// A result of this revision: `resultType: "complete"` first, then the result's own members
-/// (kept byte for byte: a duplicate's content is the stored result).
-pub(crate) fn complete(result: &str) -> String {
-    match result.trim_start().strip_prefix('{') {
-        Some(rest) if rest.trim_start().starts_with('}') => r#"{"resultType":"complete"}"#.to_owned(),
-        Some(rest) => format!(r#"{{"resultType":"complete",{rest}"#),
-        None => result.to_owned(),
     }
 }
 

@@ -33,13 +33,12 @@ use oncerpc_core::{Dispatcher, Kind, LogSafe};
 use oncerpc_protocol::{ErrorCode, Id, Outcome, RawValue, Request, RpcError};
 use serde_json::{Map, Value, json};
 
-use crate::stateless::META_CLIENT_CAPABILITIES;
+pub use crate::meta::EXTENSION;
+use crate::meta::META_CLIENT_CAPABILITIES;
 use crate::{Session, Tools, call};
 
 pub mod session;
 
-/// The extension's identifier (`capabilities.extensions` on both sides).
-pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// How often a client is asked to poll `tasks/get`.
 pub const POLL_INTERVAL_MS: u64 = 1000;
 /// The errors that make a task `failed`: oncerpc could not produce the tool's answer (an
@@ -116,7 +115,7 @@ pub async fn create(
             task.insert("_meta".into(), Value::Object(meta));
             (Value::Object(task).to_string(), false)
         }
-        Started::Refused(result) => (crate::stateless::complete(&result), true),
+        Started::Refused(result) => (crate::meta::complete(&result), true),
     })
 }
 
@@ -315,7 +314,7 @@ fn detailed(dispatcher: &Dispatcher, event: &Event) -> String {
         State::Working => (None, String::new()),
         // The inlined `CallToolResult` is the revision's, `resultType` and all (the tasks
         // extension's schema requires it; the official ext-tasks client refuses it without).
-        State::Completed(result, _) => (Some("result"), crate::stateless::complete(&result)),
+        State::Completed(result, _) => (Some("result"), crate::meta::complete(&result)),
         State::Failed(error) => (Some("error"), error),
         State::Cancelled => {
             task.insert("statusMessage".into(), json!("cancelled by tasks/cancel"));
