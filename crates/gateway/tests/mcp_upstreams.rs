@@ -33,30 +33,11 @@ fn stdio_config(dir: &TempDir, python: &str, log: &Executions, extra: &str) -> S
     )
 }
 
-/// `tools/call` of `tool` in the `2026-07-28` revision, with `key` in `_meta`.
-fn call(id: u64, tool: &str, arguments: Value, key: &str) -> Value {
-    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":tool,"arguments":arguments,
-    "_meta":{
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.oncerpc/idempotency-key": key,
-    }}})
-}
+use common::mcp2026::call;
 
 /// POST one `2026-07-28` request to `/mcp`; its `result`.
 async fn post(gw: &Http, body: &Value) -> Value {
-    let params = &body["params"];
-    let name = params["name"].as_str().or(params["taskId"].as_str()).unwrap_or_default().to_owned();
-    let method = body["method"].as_str().unwrap().to_owned();
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", method.as_str()),
-        ("Mcp-Name", name.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-    ];
-    let answer = gw.post("/mcp", body.to_string(), &headers).await;
+    let answer = common::mcp2026::post(gw, body, &[]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     answer.json()["result"].clone()
 }

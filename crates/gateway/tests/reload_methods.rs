@@ -102,18 +102,7 @@ async fn a_method_added_then_removed_while_a_call_runs() {
     assert!(!discovered(&gw).await.contains(&"extra.slow".to_owned()));
     assert!(!tools(&gw, &session).await.contains(&"extra_slow".to_owned()));
     // The session's stream from the server (GET /mcp), open across the reloads.
-    let mut stream = gw
-        .gw
-        .http()
-        .client
-        .get(gw.gw.url("/mcp"))
-        .header("x-api-key", KEY)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("the stream opens");
+    let mut stream = open_stream(&gw, &session).await;
     assert_eq!(stream.status(), 200);
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
 
@@ -208,17 +197,7 @@ async fn an_open_session_stream_ends_at_shutdown() {
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
     let a = mcp(&gw, &[], init).await;
     let session = a.header("mcp-session-id").expect("a session").to_owned();
-    let mut stream = gw
-        .gw
-        .http()
-        .client
-        .get(gw.gw.url("/mcp"))
-        .header("x-api-key", KEY)
-        .header("mcp-session-id", &session)
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("the stream opens");
+    let mut stream = open_stream(&gw, &session).await;
     assert_eq!(stream.status(), 200);
     let refused = gw.gw.http().get("/mcp", &[("x-api-key", KEY), ("mcp-session-id", "forged")]).await;
     assert_eq!(refused.status, 406, "a stream needs Accept: text/event-stream");
@@ -243,4 +222,19 @@ async fn next_event(stream: &mut reqwest::Response) -> Option<String> {
             return Some(chunk);
         }
     }
+}
+
+/// `GET /mcp`: the session's stream from the server.
+async fn open_stream(gw: &Reloadable, session: &str) -> reqwest::Response {
+    gw.gw
+        .http()
+        .client
+        .get(gw.gw.url("/mcp"))
+        .header("x-api-key", KEY)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("the stream opens")
 }

@@ -24,41 +24,22 @@ fn config(dir: &std::path::Path, upstreams: &[(&str, &str)]) -> String {
     out
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
-        "io.modelcontextprotocol/clientCapabilities": {},
-    })
-}
-
 /// POST one `2026-07-28` request to `/mcp`: the whole answer body.
 async fn post(gw: &Http, body: &Value) -> Value {
-    let name = body["params"]["name"].as_str().unwrap_or_default().to_owned();
-    let method = body["method"].as_str().unwrap().to_owned();
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", method.as_str()),
-        ("Mcp-Name", name.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-    ];
-    let answer = gw.post("/mcp", body.to_string(), &headers).await;
+    let answer = common::mcp2026::post(gw, body, &[]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     answer.json()
 }
 
 async fn tools(gw: &Http) -> Vec<String> {
-    let body = json!({"jsonrpc":"2.0","id":0,"method":"tools/list","params":{"_meta": meta()}});
+    let body =
+        json!({"jsonrpc":"2.0","id":0,"method":"tools/list","params":{"_meta": common::mcp2026::meta()}});
     let result = post(gw, &body).await["result"].clone();
     result["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
 fn call(tool: &str, arguments: Value, key: &str) -> Value {
-    let mut meta = meta();
-    meta["io.oncerpc/idempotency-key"] = json!(key);
-    json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
-        "params":{"name":tool,"arguments":arguments,"_meta":meta}})
+    common::mcp2026::call(1, tool, arguments, key)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -117,22 +117,8 @@ const UPSTREAM_RESOURCE: &str = "http://mcp-upstream.test/";
 /// `tools/call` of `tool` in the `2026-07-28` revision with `key`, sent with a client's own
 /// bearer credential (which must never reach the upstream); its `result`.
 async fn call_tool(http: &Http, tool: &str, arguments: Value, key: &str) -> Value {
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":tool,"arguments":arguments,
-    "_meta":{
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "1" },
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.oncerpc/idempotency-key": key,
-    }}});
-    let headers = [
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", tool),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("Authorization", "Bearer a-client-credential"),
-    ];
-    let answer = http.post("/mcp", body.to_string(), &headers).await;
+    let body = common::mcp2026::call(1, tool, arguments, key);
+    let answer = common::mcp2026::post(http, &body, &[("Authorization", "Bearer a-client-credential")]).await;
     assert_eq!(answer.status, 200, "{}", answer.body);
     answer.json()["result"].clone()
 }
