@@ -6,7 +6,8 @@
 # jsonrpc.el client test, a Python venv
 # under target/ with jsonrpcclient + requests (and the MCP Python SDK and Schemathesis) and the npm package json-rpc-2.0 under
 # target/node-clients for the client-library tests, the OpenAPI tools (Prism, swagger-parser,
-# published documents) under target/node-openapi, and Redis and
+# published documents) under target/node-openapi, the MCP clients of eight agent frameworks
+# (target/py-frameworks, target/node-frameworks), and Redis and
 # PostgreSQL (started when down) for the multi-replica stores. In CI (CI=true) anything that
 # cannot be installed or reached is a failure; elsewhere the tests that need it skip with a
 # printed reason.
@@ -73,6 +74,24 @@ if ! "$PYVENV/bin/python" -c 'import jsonrpcclient, requests, standardwebhooks, 
 fi
 export ONCERPC_PYTHON="$PWD/$PYVENV/bin/python"
 
+# The MCP clients of four Python agent frameworks, for tests/mcp_frameworks.rs: fastmcp,
+# the OpenAI Agents SDK, Pydantic AI and LangChain's MCP adapters, in a venv of their own (a
+# newer MCP SDK than the venv above's), remade when the pins change. fastmcp stays on 3.4: its
+# 4.x needs the MCP SDK 2.x, which langchain-mcp-adapters does not take (mcp<2).
+FWVENV="target/py-frameworks"
+FWPINS="fastmcp==3.4.11 openai-agents==0.24.0 pydantic-ai-slim[mcp]==2.68.0 langchain-mcp-adapters==0.3.2 langchain-core==1.8.3 mcp==1.30.0"
+if [ "$(cat "$FWVENV/pins.txt" 2>/dev/null)" != "$FWPINS" ] \
+   || ! "$FWVENV/bin/python" -c 'import fastmcp, agents, pydantic_ai.mcp, langchain_mcp_adapters' 2>/dev/null; then
+  echo "== installing the agent frameworks' MCP clients ($FWPINS) into $FWVENV"
+  # shellcheck disable=SC2086 # each pin is one word
+  if python3 -m venv --clear "$FWVENV" && "$FWVENV/bin/pip" install -q $FWPINS; then
+    echo "$FWPINS" > "$FWVENV/pins.txt"
+  else
+    need "python3 with fastmcp, openai-agents, pydantic-ai-slim[mcp] and langchain-mcp-adapters"
+  fi
+fi
+[ -x "$FWVENV/bin/python" ] && export ONCERPC_FRAMEWORKS_PYTHON="$PWD/$FWVENV/bin/python"
+
 # A trace backend that takes OTLP, for tests/telemetry.rs: Arize Phoenix, an open-source trace
 # store with an OTLP/HTTP receiver and a REST API to read spans back (Jaeger and the
 # OpenTelemetry Collector are Go programs whose modules this machine cannot fetch). In a venv
@@ -136,6 +155,13 @@ dir=$(pinned crates/gateway/tests/oidc target/node-oidc node_modules/oidc-provid
 dir=$(pinned crates/gateway/tests/openapi target/node-openapi node_modules/@stoplight/prism-cli/dist/index.js \
   "@stoplight/prism-cli")
 [ -n "$dir" ] && export ONCERPC_OPENAPI_DIR="$dir"
+
+# The MCP clients of four TypeScript agent frameworks, for tests/mcp_frameworks.rs: the AI
+# SDK's @ai-sdk/mcp, Mastra's @mastra/mcp, LangChain's @langchain/mcp-adapters and the MCP
+# inspector's CLI, with the Node ≥ 22 they need (the npm package `node`).
+dir=$(pinned crates/gateway/tests/frameworks target/node-frameworks \
+  node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js "the agent frameworks' MCP clients")
+[ -n "$dir" ] && export ONCERPC_FRAMEWORKS_NODE_DIR="$dir"
 
 # Redis and PostgreSQL, for the multi-replica stores (127.0.0.1:6379 and :5432, trust auth,
 # database "test"). Started when down, installed when missing.
