@@ -103,3 +103,85 @@ pub async fn summary(mut cmd: Command) -> Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("the client's summary")
 }
+
+/// The Python of the agent frameworks' venv (`ONCERPC_FRAMEWORKS_PYTHON`, made by
+/// `scripts/test.sh`: fastmcp, openai-agents, pydantic-ai, langchain-mcp-adapters) when it
+/// imports `module`; `None` (a skip, or a failure in CI) when it does not.
+pub fn frameworks_python(module: &str) -> Option<String> {
+    let python = std::env::var("ONCERPC_FRAMEWORKS_PYTHON").ok();
+    let has = python.as_ref().is_some_and(|p| {
+        Command::new(p).args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success())
+    });
+    if !has {
+        skip(&format!("the Python package of {module} (ONCERPC_FRAMEWORKS_PYTHON)"));
+        return None;
+    }
+    python
+}
+
+/// The directory holding the agent frameworks' npm packages and a Node ≥ 22
+/// (`ONCERPC_FRAMEWORKS_NODE_DIR`, made by `scripts/test.sh`) when it has `package`.
+pub fn frameworks_node_dir(package: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("ONCERPC_FRAMEWORKS_NODE_DIR").map(PathBuf::from);
+    match dir {
+        Some(d) if d.join("node_modules").join(package).join("package.json").is_file() => Some(d),
+        _ => {
+            skip(&format!("the npm package {package} (ONCERPC_FRAMEWORKS_NODE_DIR)"));
+            None
+        }
+    }
+}
+
+/// [`summary`], but the client is killed (and the test fails) when it has not exited within
+/// `limit`.
+pub async fn summary_within(mut cmd: Command, limit: std::time::Duration) -> Value {
+    use std::process::Stdio;
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the client runs");
+        let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let out = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut b).map(|_| b)
+        });
+        let err = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut stderr, &mut b).map(|_| b)
+        });
+        let deadline = std::time::Instant::now() + limit;
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("try_wait") {
+                break Some(s);
+            }
+            if std::time::Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        // After a kill a grandchild may still hold the pipes: the output is not waited for.
+        let Some(status) = status else { return (None, Vec::new(), Vec::new()) };
+        let (stdout, stderr) =
+            (out.join().unwrap().unwrap_or_default(), err.join().unwrap().unwrap_or_default());
+        (Some(status), stdout, stderr)
+    })
+    .await
+    .unwrap();
+    let (status, stdout, stderr) = out;
+    let Some(status) = status else {
+        panic!("the client did not exit within {limit:?} (killed)");
+    };
+    super::process::keep_output(&std::process::Output {
+        status,
+        stdout: stdout.clone(),
+        stderr: stderr.clone(),
+    });
+    assert!(status.success(), "{}", String::from_utf8_lossy(&stderr));
+    serde_json::from_slice(&stdout)
+        .unwrap_or_else(|e| panic!("the client's summary ({e}): {}", String::from_utf8_lossy(&stdout)))
+}
