@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod faults;
+pub mod guide;
 pub mod mcp2026;
 pub mod mcp_clients;
 pub mod mcp_upstream;

@@ -1,6 +1,6 @@
 //! Certificates the TLS tests make for themselves (rcgen): a private CA, certificates it
-//! signs (a server's for 127.0.0.1/localhost, an expired one, one for another name, a
-//! client's), written as PEM files into a temporary directory.
+//! signs (a server's for 127.0.0.1/localhost or for a name of the test's, an expired one, one
+//! for another name, a client's), written as PEM files into a temporary directory.
 #![allow(dead_code)]
 
 use std::path::PathBuf;
@@ -79,6 +79,21 @@ impl Pki {
             params.not_before = rcgen::date_time_ymd(2000, 1, 1);
             params.not_after = rcgen::date_time_ymd(2001, 1, 1);
         }
+        self.sign(params, file)
+    }
+
+    /// A server certificate for the DNS name `name` only, signed by this CA, written as
+    /// `<file>.pem` / `<file>.key`.
+    pub fn issue_for(&self, name: &str, file: &str) -> Pair {
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.use_authority_key_identifier_extension = true;
+        self.sign(params, file)
+    }
+
+    fn sign(&self, params: CertificateParams, file: &str) -> Pair {
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let pair =
