@@ -33,7 +33,7 @@ use crate::answers::{flow_changed, not_started, upstream_failed};
 pub use crate::attempts::StepAttempts;
 use crate::body::{ReadError, read_capped, read_prefix};
 use crate::config::{McpStep, StepConfig, UpstreamConfig};
-use crate::oauth::TokenSource;
+use crate::oauth::{TokenPool, TokenSource};
 use crate::retry::{self, Attempt};
 use crate::step::{QUOTE_LIMIT, first_input, log_quote, step_def, step_output};
 use oncerpc_core::journal::{JournalError, StepDef, StepStatus, StepView};
@@ -135,6 +135,17 @@ impl Flow {
     /// [`TokenSource`] shared by every flow of an app, so a token is fetched once for all.
     pub fn with_tokens(mut self, tokens: Option<Arc<TokenSource>>) -> Flow {
         self.tokens = tokens;
+        self
+    }
+
+    /// The steps' own OAuth clients (`oauth`) taken from `pool`: a step whose client equals
+    /// another flow's step's (every operation of one `[[openapi]]` document) shares its token.
+    pub fn with_token_pool(mut self, pool: &TokenPool) -> Flow {
+        for s in &self.steps {
+            if let Some(oauth) = &s.oauth {
+                self.step_tokens.insert(s.name.clone(), pool.source(oauth, &self.client));
+            }
+        }
         self
     }
 

@@ -45,7 +45,7 @@ pub mod upstream;
 
 pub use config::{McpStep, OAuthClient, StepConfig, UpstreamConfig};
 pub use flow::{Flow, StepAttempts, UpstreamPolicy};
-pub use oauth::TokenSource;
+pub use oauth::{TokenPool, TokenSource};
 pub use request::{Built, StepRequest};
 pub use retry::RetryPolicy;
 pub use step::step_output;

@@ -518,15 +518,17 @@ pub fn register_flows(
         max_response_bytes: config.upstream.max_response_bytes,
         production: config.mode == Mode::Production,
     };
-    // One token source for every flow: a token is fetched once for all of them.
-    let tokens =
-        config.upstream.oauth.clone().map(|o| Arc::new(oncerpc_flows::TokenSource::new(o, client.clone())));
+    // One token source per OAuth client for every flow: a token is fetched once for all the
+    // steps that use that client (`[upstream.oauth]`, or all the operations of a document).
+    let pool = oncerpc_flows::TokenPool::new();
+    let tokens = config.upstream.oauth.as_ref().map(|o| pool.source(o, client));
     for m in &config.methods {
         let timeout = Duration::from_millis(config.method_timeout_ms(m));
         let flow =
             flow::Flow::new(&m.name, m.steps.clone(), client.clone(), policy, timeout, attempts.clone())
                 .with_mcp(mcp.cloned())
-                .with_tokens(tokens.clone());
+                .with_tokens(tokens.clone())
+                .with_token_pool(&pool);
         registry
             .register_arc(&m.name, method_spec(config, m), Arc::new(flow))
             .map_err(|e| ConfigError::Invalid(format!("methods.{}: {e}", m.name)))?;
