@@ -22,7 +22,6 @@ pub(crate) fn keep(old: &Config, new: &mut Config) -> Vec<String> {
     keep_running!("[store]", store);
     keep_running!("[tls] (the files' paths: their contents reload)", tls);
     keep_running!("[telemetry]", telemetry);
-    keep_running!("[console]", console);
     keep_running!("mcp.enabled", mcp.enabled);
     keep_running!("mcp.session_secret", mcp.session_secret);
     keep_running!("mcp.session_idle_secs", mcp.session_idle_secs);

@@ -92,6 +92,8 @@ struct Lasting {
     webhooks: crate::Webhooks,
     /// The MCP door of the previous configuration (`None`: off, or a first door).
     mcp: Option<Arc<mcp::McpDoor>>,
+    /// The console the previous configuration made, served or not (`[console]` turned off
+    /// by a reload keeps it, so that turning it on again keeps its sessions and counters).
     console: Option<Arc<console::Console>>,
     /// The first door: the MCP door and the console are to be made.
     first: bool,
@@ -121,7 +123,6 @@ impl Lasting {
         )
         .expect("valid metric");
         let _ = door_metrics.register(Box::new(auth_refusals.clone()));
-        let console = config.console.clone().map(|c| Arc::new(console::Console::new(c, &door_metrics)));
         Lasting {
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             body_timeout_logged: Arc::default(),
@@ -130,7 +131,7 @@ impl Lasting {
             auth_refusals,
             webhooks,
             mcp: None,
-            console,
+            console: None,
             first: true,
         }
     }
@@ -145,7 +146,7 @@ impl Lasting {
             auth_refusals: p.auth_refusals.clone(),
             webhooks: p.config.webhooks.clone(),
             mcp: p.mcp.clone(),
-            console: p.console.clone(),
+            console: p.console_made.clone(),
             first: false,
         }
     }
@@ -181,10 +182,16 @@ fn build(dispatcher: Arc<Dispatcher>, mut config: HttpConfig, lasting: Lasting) 
         }
         _ => None,
     };
-    let console = lasting.console;
+    let console_made = match (lasting.console, config.console.clone()) {
+        (Some(previous), Some(next)) => Some(Arc::new(previous.successor(next))),
+        (None, Some(first)) => Some(Arc::new(console::Console::new(first, &door_metrics))),
+        (previous, None) => previous,
+    };
+    let console = console_made.clone().filter(|_| config.console.is_some());
     let console_routes = console.is_some().then(console::routes);
     let state = Arc::new(AppState {
         console,
+        console_made,
         mcp,
         dispatcher,
         config,

@@ -191,6 +191,8 @@ pub(crate) struct AppState {
     mcp: Option<Arc<mcp::McpDoor>>,
     /// `/console`, when enabled.
     console: Option<Arc<console::Console>>,
+    /// The console made by this or an earlier configuration, kept while `[console]` is off.
+    console_made: Option<Arc<console::Console>>,
     /// `GET /openapi.json`, made on its first request (the registry never changes under a
     /// router): an open route must not rebuild a document of every method on each request.
     openapi: std::sync::OnceLock<axum::body::Bytes>,

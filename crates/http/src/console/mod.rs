@@ -78,11 +78,11 @@ pub(crate) struct Console {
     pub sessions: session::Sessions,
     /// `oncerpc_console_refusals_total{reason}`.
     refusals: prometheus::IntCounterVec,
-    pub rates: status::Rates,
+    pub rates: Arc<status::Rates>,
     /// Failed log-ins per client address and form.
-    pub throttle: throttle::Throttle,
+    pub throttle: Arc<throttle::Throttle>,
     /// Sign-in with the identity provider, when configured.
-    pub oidc: Option<oidc::Oidc>,
+    pub oidc: Option<Arc<oidc::Oidc>>,
 }
 
 impl Console {
@@ -97,14 +97,25 @@ impl Console {
         .expect("valid metric");
         let _ = registry.register(Box::new(refusals.clone()));
         let sessions = session::Sessions::new(config.session_idle, config.max_sessions);
-        let oidc = config.oidc.clone().map(oidc::Oidc::new);
+        let oidc = config.oidc.clone().map(|c| Arc::new(oidc::Oidc::new(c)));
+        Console { config, sessions, refusals, rates: Arc::default(), throttle: Arc::default(), oidc }
+    }
+
+    /// The console under a reloaded `[console]`: its sessions, rates, log-in throttle and
+    /// counters go on; the sign-in with the provider is kept while its settings are the same
+    /// (a sign-in under way completes), made anew otherwise.
+    pub fn successor(&self, config: ConsoleConfig) -> Console {
+        let oidc = match (&self.oidc, &config.oidc) {
+            (Some(running), Some(next)) if running.config().same_as(next) => Some(running.clone()),
+            (_, next) => next.clone().map(|c| Arc::new(oidc::Oidc::new(c))),
+        };
         Console {
-            config,
-            sessions,
-            refusals,
-            rates: status::Rates::default(),
-            throttle: Default::default(),
+            sessions: self.sessions.successor(config.session_idle, config.max_sessions),
+            refusals: self.refusals.clone(),
+            rates: self.rates.clone(),
+            throttle: self.throttle.clone(),
             oidc,
+            config,
         }
     }
 }

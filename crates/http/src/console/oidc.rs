@@ -72,6 +72,16 @@ pub struct OidcConfig {
     pub http: reqwest::Client,
 }
 
+impl OidcConfig {
+    /// Whether `other` signs in the same way (every setting but the HTTP client).
+    pub(crate) fn same_as(&self, other: &OidcConfig) -> bool {
+        (&self.issuer, &self.client_id, &self.client_secret, &self.redirect_url, &self.name)
+            == (&other.issuer, &other.client_id, &other.client_secret, &other.redirect_url, &other.name)
+            && (&self.scopes, &self.tenant, &self.algorithms, self.leeway_secs, &self.tenants)
+                == (&other.scopes, &other.tenant, &other.algorithms, other.leeway_secs, &other.tenants)
+    }
+}
+
 impl std::fmt::Debug for OidcConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the client secret.
@@ -180,6 +190,11 @@ fn challenge(verifier: &str) -> String {
 }
 
 impl Oidc {
+    /// Its settings.
+    pub(crate) fn config(&self) -> &OidcConfig {
+        &self.config
+    }
+
     pub(crate) fn new(config: OidcConfig) -> Oidc {
         let spec = IssuerSpec {
             issuer: config.issuer.clone(),
@@ -355,7 +370,7 @@ fn failed(st: &AppState, f: Failure) -> Response {
 }
 
 fn configured(st: &AppState) -> Result<&Oidc, Box<Response>> {
-    console(st).oidc.as_ref().ok_or_else(|| {
+    console(st).oidc.as_deref().ok_or_else(|| {
         let message = "Sign-in with an identity provider is not configured.";
         Box::new(super::refused(st, StatusCode::NOT_FOUND, "not_found", message))
     })

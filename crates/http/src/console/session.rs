@@ -41,7 +41,8 @@ struct Entry {
 
 /// The sessions of this process.
 pub(crate) struct Sessions {
-    map: Mutex<HashMap<String, Entry>>,
+    /// Shared with the successor a reload makes: sessions outlive a reload.
+    map: Arc<Mutex<HashMap<String, Entry>>>,
     idle: Duration,
     max: usize,
 }
@@ -53,7 +54,13 @@ pub(super) fn token() -> String {
 
 impl Sessions {
     pub fn new(idle: Duration, max: usize) -> Sessions {
-        Sessions { map: Mutex::new(HashMap::new()), idle, max: max.max(1) }
+        Sessions { map: Arc::default(), idle, max: max.max(1) }
+    }
+
+    /// The same sessions under a reloaded `[console]`'s idle time and bound (each applies from
+    /// the session's next use on).
+    pub fn successor(&self, idle: Duration, max: usize) -> Sessions {
+        Sessions { map: self.map.clone(), idle, max: max.max(1) }
     }
 
     /// Open a session for `tenant`; returns its cookie token. Past `max`, expired sessions go,

@@ -156,11 +156,45 @@ async fn panel(st: &AppState) -> Markup {
                     p { (total) " requests, " (errors) " errors since start" }
                 }
             }
+            (configuration(st))
             h2 { "Top errors" }
             @if top.is_empty() { p.empty #top-errors { "No errors since start." } } @else {
                 table #top-errors {
                     thead { tr { th { "Method" } th { "Outcome (error code)" } th { "Count" } } }
                     tbody { @for ((method, outcome), n) in &top { tr { td { (method) } td { (outcome) } td { (n) } } } }
+                }
+            }
+        }
+    }
+}
+
+/// The configuration served and the last reload's outcome (what `/healthz` shows as
+/// `"config"`): its hash, when it was loaded, and whether the last `SIGHUP` swapped a new one
+/// in or changed nothing (why: in the log).
+fn configuration(st: &AppState) -> Markup {
+    let Some(report) = st.config.config_report.get() else { return html! {} };
+    let text = |v: &serde_json::Value, k: &str| v.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned();
+    let hash = text(&report, "hash");
+    let last = report.get("last_reload");
+    html! {
+        div.cards #configuration {
+            div.card {
+                h3 { "Configuration" }
+                p #config-hash { code { (hash.get(..12).unwrap_or(&hash)) } }
+                p { "loaded " (text(&report, "loaded_at")) }
+            }
+            div.card {
+                h3 { "Last reload" }
+                @match last {
+                    None => { p #last-reload { "none since start" } }
+                    Some(l) if text(l, "outcome") == "ok" => {
+                        p #last-reload { span.badge.succeeded { "ok" } }
+                        p { "#" (l["seq"]) " at " (text(l, "at")) ": swapped in" }
+                    }
+                    Some(l) => {
+                        p #last-reload { span.badge.failed { "failed" } " " (text(l, "error")) }
+                        p { "#" (l["seq"]) " at " (text(l, "at")) ": nothing changed, the running configuration stays (why: in the log)" }
+                    }
                 }
             }
         }
