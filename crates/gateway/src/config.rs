@@ -65,6 +65,9 @@ pub struct Config {
     pub mcp: mcp::McpSection,
     #[serde(default)]
     pub console: crate::console::ConsoleSection,
+    /// `[log]`: the log level (a reload changes it).
+    #[serde(default)]
+    pub log: LogSection,
     /// `[telemetry]`: OpenTelemetry export of spans over OTLP (absent: off).
     #[serde(default)]
     pub telemetry: crate::telemetry::TelemetrySection,
@@ -89,6 +92,26 @@ impl Default for Config {
         // The empty document is the embedded default.
         toml::from_str("").expect("the empty config is valid")
     }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSection {
+    /// Levels and targets (`"info"`, `"warn,oncerpc_core=debug"`); `--log-level` and
+    /// `RUST_LOG` win when given.
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        LogSection { level: default_log_level() }
+    }
+}
+
+fn default_log_level() -> String {
+    "info".into()
 }
 
 fn default_listen() -> String {

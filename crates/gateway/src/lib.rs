@@ -11,6 +11,7 @@ pub mod console;
 pub mod console_oidc;
 pub mod demo;
 mod limits;
+pub mod log_level;
 mod log_text;
 pub mod logging;
 pub mod mcp;

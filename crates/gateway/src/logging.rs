@@ -41,6 +41,9 @@ pub struct LogSettings {
     pub format: LogFormat,
     /// tracing `EnvFilter` syntax; `RUST_LOG` wins when set.
     pub level: String,
+    /// What fixed `level` when a reload may not change it (`--log-level`); `None`: it is the
+    /// file's `[log] level`, which a reload changes.
+    pub pinned: Option<&'static str>,
     /// Queue bound in lines; past it new lines are dropped and counted.
     pub buffer_lines: usize,
 }
@@ -158,10 +161,15 @@ where
 
 /// The access line's direct path ([`oncerpc_core::access_log`]): formatted by
 /// [`crate::log_text::access_line`] into the thread's scratch string, then queued like any line.
-struct DirectAccess(Arc<Queue>);
+/// The access line's direct path, on while the log level lets its target through at `info`
+/// (a reload may change that: [`crate::log_level`]).
+struct DirectAccess(Arc<Queue>, Arc<AtomicBool>);
 
 impl oncerpc_core::access_log::AccessLog for DirectAccess {
     fn write(&self, line: &oncerpc_core::access_log::AccessLine<'_>) {
+        if !self.1.load(Ordering::Relaxed) {
+            return;
+        }
         crate::log_text::with_scratch(|text| {
             crate::log_text::access_line(text, line);
             self.0.push(text.as_bytes());
@@ -203,13 +211,12 @@ where
     let (writer, mut guard) = writer(sink, settings.buffer_lines);
     let counter = writer.clone();
     oncerpc_core::set_log_lines_dropped_source(move || counter.dropped());
-    let spec = std::env::var("RUST_LOG")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| settings.level.clone());
+    let env = std::env::var("RUST_LOG").ok().filter(|s| !s.trim().is_empty());
+    let pinned = if env.is_some() { Some("RUST_LOG") } else { settings.pinned };
+    let spec = env.unwrap_or_else(|| settings.level.clone());
     if let Some((otel, t)) = telemetry {
         guard.telemetry = Some(t);
-        init_exporting(&spec, settings.format, writer, otel);
+        init_exporting(&spec, pinned, settings.format, writer, otel);
         return guard;
     }
     type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
@@ -217,15 +224,17 @@ where
         Ok(targets) => {
             // The access line's direct path writes what the text layer would, at `info`: only
             // where that layer is the one and a plain target filter (no field names) lets the
-            // line through.
-            let info = !spec.contains('[')
-                && targets.would_enable(oncerpc_core::access_log::TARGET, &tracing::Level::INFO);
-            if info && matches!(settings.format, LogFormat::Text) {
-                oncerpc_core::access_log::set_access_log(DirectAccess(writer.0.clone()));
+            // line through (its flag follows the level).
+            let (live, on) = crate::log_level::install(targets, &spec, pinned);
+            if !spec.contains('[') && matches!(settings.format, LogFormat::Text) {
+                oncerpc_core::access_log::set_access_log(DirectAccess(writer.0.clone(), on));
             }
-            Box::new(targets)
+            Box::new(live)
         }
-        Err(_) => Box::new(EnvFilter::new(&spec)),
+        Err(_) => {
+            crate::log_level::pin(pinned.unwrap_or("a filter with span fields"));
+            Box::new(EnvFilter::new(&spec))
+        }
     };
     let filtered = tracing_subscriber::registry().with(filter);
     type Fmt =
@@ -244,7 +253,13 @@ where
 /// [`init`] with the span export: per-layer filters, the log's (the level, without the exported
 /// spans) and the export's (the exported spans only). Built only when `[telemetry]` is on, so
 /// the plain path keeps its global filter.
-fn init_exporting(spec: &str, format: LogFormat, writer: QueueWriter, otel: crate::telemetry::OtelLayer) {
+fn init_exporting(
+    spec: &str,
+    pinned: Option<&'static str>,
+    format: LogFormat,
+    writer: QueueWriter,
+    otel: crate::telemetry::OtelLayer,
+) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::{FilterExt, Targets, filter_fn};
     use tracing_subscriber::layer::SubscriberExt;
@@ -256,7 +271,11 @@ fn init_exporting(spec: &str, format: LogFormat, writer: QueueWriter, otel: crat
     let fmt = || tracing_subscriber::fmt::layer().with_writer(writer.clone()).with_timer(CachedSecondTime);
     let text = || fmt().with_ansi(false).fmt_fields(FastFields).event_format(FastFormat::new());
     let json = || fmt().json().with_current_span(true).with_span_list(false);
-    match (spec.parse::<Targets>(), format) {
+    let live = spec.parse::<Targets>().map(|t| crate::log_level::install(t, spec, pinned).0);
+    if live.is_err() {
+        crate::log_level::pin(pinned.unwrap_or("a filter with span fields"));
+    }
+    match (live, format) {
         (Ok(t), LogFormat::Text) => base.with(text().with_filter(t.and(not_exported))).init(),
         (Ok(t), LogFormat::Json) => base.with(json().with_filter(t.and(not_exported))).init(),
         (Err(_), LogFormat::Text) => {

@@ -106,9 +106,10 @@ struct LogArgs {
     /// Log line format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set.
-    #[arg(long, default_value = "info")]
-    log_level: String,
+    /// Log filter (tracing EnvFilter syntax); RUST_LOG wins when set. Given, it fixes the
+    /// level: the file's `[log] level` (default info) then does not apply, nor a reload's.
+    #[arg(long)]
+    log_level: Option<String>,
     /// Log lines queued for stderr at most; past it lines are dropped (and counted in
     /// `oncerpc_log_lines_dropped_total`) rather than slowing requests.
     #[arg(long, default_value_t = logging::DEFAULT_BUFFER_LINES)]
@@ -116,10 +117,12 @@ struct LogArgs {
 }
 
 impl LogArgs {
-    fn settings(&self) -> LogSettings {
+    /// The settings with the file's `[log] level` where no flag sets one.
+    fn settings(&self, file_level: &str) -> LogSettings {
         LogSettings {
             format: self.log_format,
-            level: self.log_level.clone(),
+            level: self.log_level.clone().unwrap_or_else(|| file_level.to_owned()),
+            pinned: self.log_level.is_some().then_some("--log-level"),
             buffer_lines: self.log_buffer_lines,
         }
     }
@@ -207,7 +210,7 @@ fn start(
         ExitCode::from(2)
     })?;
     let exporting = cfg.telemetry.traces_url().filter(|_| telemetry.is_some());
-    let log = logging::init(&log.settings(), std::io::stderr(), telemetry);
+    let log = logging::init(&log.settings(&cfg.log.level), std::io::stderr(), telemetry);
     if let Some(url) = exporting {
         tracing::info!(endpoint = %oncerpc_core::redact_url(&url), service = %cfg.telemetry.service_name, sampling_ratio = cfg.telemetry.sampling_ratio, "exporting spans over OTLP");
     }

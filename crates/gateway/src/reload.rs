@@ -250,6 +250,9 @@ impl Reloader {
             self.live.current().tools_changed();
         }
         self.current.store(dispatcher.clone());
+        if served.config.log.level != config.log.level {
+            set_log_level(&config.log.level);
+        }
         self.reload_certificate();
         let loaded_at = SystemTime::now();
         self.metrics.loaded(Some(&served.hash), &hash, loaded_at);
@@ -322,6 +325,23 @@ impl Reloader {
             }
             tokio::time::sleep(interval).await;
         }
+    }
+}
+
+/// The reloaded file's `[log] level`, unless `RUST_LOG` or `--log-level` fix the level.
+fn set_log_level(level: &str) {
+    match crate::log_level::set(level) {
+        Ok(crate::log_level::LevelSet::Changed) => tracing::warn!(level, "log level changed"),
+        Ok(crate::log_level::LevelSet::Same) => {}
+        Ok(crate::log_level::LevelSet::Pinned(by)) => {
+            tracing::warn!(
+                level,
+                by,
+                "log.level changed in the file, but the level is set by {by}: left as it is"
+            )
+        }
+        // The file was checked: a level it has passes.
+        Err(e) => tracing::error!(error = %e, "log level not changed"),
     }
 }
 

@@ -302,3 +302,51 @@ async fn a_reload_keeps_a_tenants_rate_bucket_unless_its_limits_changed() {
     assert_eq!(status(http.clone()).await, 200);
     assert_eq!(status(http.clone()).await, 429);
 }
+
+/// The access lines of `orders.get` in `gw`'s log so far.
+fn access_lines(gw: &Reloadable) -> usize {
+    gw.gw.log().iter().filter(|l| l.contains(": request ") && l.contains("method=orders.get")).count()
+}
+
+/// Call `orders.get` and wait (bounded) until the log holds `want` of its access lines.
+async fn access_lines_become(gw: &Reloadable, want: usize) -> usize {
+    let a = gw.gw.http().rpc(rpc("orders.get", 1), &[("x-api-key", OLD_KEY)]).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while access_lines(gw) != want && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    access_lines(gw)
+}
+
+/// `[log] level` reloads: at `warn` a request writes no access line, back at `info` it does;
+/// a level the file may not hold is refused and changes nothing. `RUST_LOG` fixes the level:
+/// a reload's `[log] level` is then named in the log and left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_level_reloads_unless_rust_log_fixes_it() {
+    let up = Upstream::start().await;
+    let level = |l: &str| config(&up, &[OLD_KEY], &format!("\n[log]\nlevel = \"{l}\"\n"));
+    let mut gw = Reloadable::start("reload-log", &level("info"), &[]);
+    assert_eq!(access_lines_become(&gw, 1).await, 1, "info: the access line");
+    assert_eq!(gw.reload(&level("warn")).await["outcome"], "ok");
+    assert!(gw.gw.wait_log(Duration::from_secs(5), |l| l.contains("log level changed")).await.is_some());
+    // Two requests at warn, then one back at info: only the last is logged.
+    gw.gw.http().rpc(rpc("orders.get", 1), &[("x-api-key", OLD_KEY)]).await;
+    assert_eq!(access_lines_become(&gw, 2).await, 1, "warn: no access line");
+    assert_eq!(gw.reload(&level("info")).await["outcome"], "ok");
+    assert_eq!(access_lines_become(&gw, 2).await, 2, "info again: the access line");
+    let last = gw.reload(&level("warn,oncerpc=loudest")).await;
+    assert_eq!(
+        (last["outcome"].as_str(), last["error"].as_str()),
+        (Some("failed"), Some("invalid")),
+        "{last}"
+    );
+    assert_eq!(access_lines_become(&gw, 3).await, 3, "the refused level changed nothing");
+
+    let mut fixed = Reloadable::start("reload-log-fixed", &level("info"), &[("RUST_LOG", "info")]);
+    assert_eq!(fixed.reload(&level("warn")).await["outcome"], "ok");
+    let named =
+        fixed.gw.wait_log(Duration::from_secs(5), |l| l.contains("the level is set by RUST_LOG")).await;
+    assert!(named.is_some(), "{:#?}", fixed.gw.log());
+    assert_eq!(access_lines_become(&fixed, 1).await, 1, "still info");
+}

@@ -53,6 +53,7 @@ impl Config {
     /// Checks that serde cannot express. Run again after CLI overrides.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.listen_addr()?;
+        crate::log_level::check(&self.log.level).map_err(invalid)?;
         self.http.validate()?;
         store_scheme(&self.store.url)?;
         crate::bounds::check(self)?;
