@@ -164,6 +164,7 @@ async fn accept_and_kill_in_step_two(
     up: &Upstream,
     body: &'static str,
 ) -> String {
+    let before = (up.count("reserve"), up.count("pack"));
     let resp = common::http_client()
         .post(a.url(&format!("/v2/flows/{method}")))
         .header("X-Idempotency-Key", unique("ship"))
@@ -173,16 +174,22 @@ async fn accept_and_kill_in_step_two(
         .unwrap();
     assert!(resp.status().is_success(), "accepted as an async event: {}", resp.status());
     let id = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
+    wait_in_step_two(up, before).await;
+    a.kill9();
+    up.set_delay(0, &[]);
+    id
+}
+
+/// Wait (bounded) until one more `reserve` than `before` finished and one more `pack` is in
+/// flight.
+async fn wait_in_step_two(up: &Upstream, before: (usize, usize)) {
     for _ in 0..2000 {
-        if up.count("pack") == 1 {
+        if up.count("pack") == before.1 + 1 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!((up.count("reserve"), up.count("pack")), (1, 1), "step 2 is in flight");
-    a.kill9();
-    up.set_delay(0, &[]);
-    id
+    assert_eq!((up.count("reserve"), up.count("pack")), (before.0 + 1, before.1 + 1), "step 2 is in flight");
 }
 
 /// The names of an event's steps, in order.
@@ -313,4 +320,77 @@ async fn redis_replicas_with_their_own_step_urls_resume_each_other() {
     if let Some(url) = oncerpc_core::testkit::service_url("ONCERPC_TEST_REDIS_URL", "Redis") {
         another_url_resumes_at_the_step_in_flight(&url, false).await;
     }
+}
+
+/// A reload (`SIGHUP`) that changes a flow's steps (SPEC §14 with §22). An execution running
+/// in the reloaded process finishes with the steps it began with. One journaled by a replica
+/// that died is taken over under the new steps, by name: a step added after the finished one
+/// runs, the finished one is not called again. A reload inserting a step before a finished
+/// one makes such a take-over fail clearly (`-32603`), with nothing run after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_changing_the_steps_keeps_running_executions_and_resumes_journaled_ones_by_name() {
+    let up = Upstream::start().await;
+    let dir = TempDir::new("durable-reload");
+    let store = format!("sqlite://{}", dir.file("o.db").display());
+    let method = unique("ship").replace('-', "_");
+    let text = |file: &str, steps: &[&str]| {
+        let path = config_with(&dir, file, &store, &up, &method, steps);
+        (std::fs::read_to_string(&path).unwrap(), path)
+    };
+    let (v1, v1_path) = text("v1.toml", &["reserve", "pack", "send"]);
+    let mut b = common::reload::Reloadable::start("durable-reload-b", &v1, &[]);
+
+    // In flight in b while b reloads: finished with the steps it began with.
+    up.set_delay(1_000, &["pack"]);
+    let before = (up.count("reserve"), up.count("pack"));
+    let resp = common::http_client()
+        .post(b.gw.url(&format!("/v2/flows/{method}")))
+        .header("X-Idempotency-Key", unique("ship"))
+        .body(r#"{"sku":"R-1"}"#)
+        .send()
+        .await
+        .unwrap();
+    let running = resp.json::<Value>().await.unwrap()["event_id"].as_str().unwrap().to_owned();
+    wait_in_step_two(&up, before).await;
+    let (v2, _) = text("v2.toml", &["reserve", "audit", "pack", "send"]);
+    assert_eq!(b.reload(&v2).await["outcome"], "ok");
+    up.set_delay(0, &[]);
+    let event = finished(&b.gw, &running).await;
+    assert_eq!(event["status"], "succeeded", "{event}");
+    assert_eq!(step_names(&event), ["reserve", "pack", "send"], "the steps it began with: {event}");
+    assert_eq!(up.count("audit"), 0, "the new step is not run for it");
+
+    // Journaled by replica a (the old steps), a killed mid-`pack`: b takes it over by name.
+    up.set_delay(1_000, &["pack"]);
+    let mut a = Gateway::start(&["--config", &v1_path]);
+    let taken = accept_and_kill_in_step_two(&mut a, &method, &up, r#"{"sku":"R-2"}"#).await;
+    let reserved = up.count("reserve");
+    let event = finished(&b.gw, &taken).await;
+    assert_eq!(event["status"], "succeeded", "{event}");
+    assert_eq!(step_names(&event), ["reserve", "audit", "pack", "send"], "{event}");
+    assert_eq!((up.count("reserve"), up.count("audit")), (reserved, 1), "reserve not again, audit once");
+    let calls = up.calls();
+    let audit = calls.iter().find(|c| c.step == "audit").unwrap();
+    assert_eq!(
+        (audit.body["step"].as_str(), audit.body["input"]["sku"].as_str()),
+        (Some("reserve"), Some("R-2"))
+    );
+
+    // A reload inserting a step before a finished one: the next take-over refuses, clearly.
+    let (v3, _) = text("v3.toml", &["audit", "reserve", "pack", "send"]);
+    assert_eq!(b.reload(&v3).await["outcome"], "ok");
+    up.set_delay(1_000, &["pack"]);
+    let mut a = Gateway::start(&["--config", &v1_path]);
+    let refused = accept_and_kill_in_step_two(&mut a, &method, &up, r#"{"sku":"R-3"}"#).await;
+    let counts = || ["audit", "reserve", "pack", "send"].map(|s| up.count(s));
+    let at_kill = counts();
+    let event = finished(&b.gw, &refused).await;
+    assert_eq!(event["status"], "failed", "{event}");
+    assert_eq!(event["error"]["code"], -32603, "{event}");
+    let message = event["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(r#"step 0 finished as "reserve" but the flow's step 0 is now "audit""#),
+        "{event}"
+    );
+    assert_eq!(counts(), at_kill, "nothing ran after the take-over: {event}");
 }
