@@ -253,9 +253,10 @@ async fn openai_agents_function_tools_keep_their_schemas_strict_and_retry_once_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pydantic_ai_agent_run_by_its_function_model_calls_tools_once_over_http_and_stdio() {
-    // Pydantic AI hands the model an `isError` result's structuredContent (the stored error,
-    // unchanged) and not its text, so the stored-outcome hint, which is in the text only, does
-    // not reach the model there (reported with issue 45).
+    // Pydantic AI calls a tool as an MCP task when the server offers tasks, and hands the model
+    // the task's result (its structuredContent, not its text): a duplicate key joins the same
+    // task, whose result is the stored failure as it was first answered, without the replay's
+    // hint (docs/MCP.md, "Tested with").
     let expect = Expect { meta: false, flaky: true, hint: false, process_per_call: false };
     both(|| python("pydantic_ai_client.py", "pydantic_ai.mcp"), "pydantic-ai", expect).await;
 }

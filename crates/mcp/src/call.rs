@@ -457,8 +457,14 @@ pub fn task_tool_result(outcome: &Outcome, task_id: &str) -> String {
 /// The text of a failure answered again from the store: its message, then what it is and
 /// what to do.
 pub fn replayed_failure(message: &str, key: &str) -> String {
+    format!("{message}\n\n{}", replay_hint(key))
+}
+
+/// What a replayed failure is and how to get past it: after its message in the text, and as
+/// `hint` in its `structuredContent` (some frameworks show a model only that).
+pub fn replay_hint(key: &str) -> String {
     format!(
-        "{message}\n\nThis is the stored outcome of an earlier attempt with idempotency_key \"{key}\": \
+        "This is the stored outcome of an earlier attempt with idempotency_key \"{key}\": \
          the action did not run again. To run it again, call the tool with the same arguments, the \
          same idempotency_key and force_retry: true."
     )
@@ -499,12 +505,23 @@ pub(crate) fn write_tool_result(
         Outcome::Error(e) => {
             // A replayed failure says that it is one, and how to get past it (the model that
             // retries with the same key would otherwise get it forever).
-            match info.filter(|i| i.status == oncerpc_core::IdempotencyStatus::Duplicate) {
+            let replayed = info.filter(|i| i.status == oncerpc_core::IdempotencyStatus::Duplicate);
+            match replayed {
                 Some(i) => text(&mut out, &replayed_failure(&e.message, &i.key)),
                 None => text(&mut out, &e.message),
             }
             out.extend_from_slice(br#"}],"structuredContent":"#);
-            out.extend_from_slice(e.to_json().get().as_bytes());
+            let error = e.to_json();
+            match (replayed, error.get().strip_suffix('}')) {
+                // The stored error's members, then the hint.
+                (Some(i), Some(open)) => {
+                    out.extend_from_slice(open.as_bytes());
+                    out.extend_from_slice(br#","hint":"#);
+                    text(&mut out, &replay_hint(&i.key));
+                    out.push(b'}');
+                }
+                _ => out.extend_from_slice(error.get().as_bytes()),
+            }
             out.extend_from_slice(br#","isError":true"#);
         }
     }

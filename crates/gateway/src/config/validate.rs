@@ -146,6 +146,13 @@ impl Config {
                     }
                 } else if k.is_empty() {
                     return Err(invalid(format!("tenants.{}: an api key must not be empty", t.name)));
+                } else if !k.bytes().all(|b| b.is_ascii_graphic()) {
+                    // A key travels in a header (X-API-Key, Authorization: Bearer): one with a
+                    // space or a character outside printable ASCII could never be presented.
+                    return Err(invalid(format!(
+                        "tenants.{}: an api key must be printable ASCII without spaces (it is sent in a header)",
+                        t.name
+                    )));
                 }
             }
             if let Some(rate) = t.rate_per_sec
@@ -250,5 +257,25 @@ impl Config {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Config;
+
+    fn refused(keys: &str) -> Option<String> {
+        let text = format!("[[tenants]]\nname = \"acme\"\napi_keys = [{keys}]\n");
+        Config::from_toml_with_env(&text, &|_| None).err().map(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_api_key_that_cannot_be_sent_in_a_header_is_refused() {
+        for bad in ["\"acme key 0123456789\"", "\"acme-…-0123456789\"", "\"acme\\tkey-0123456789\""] {
+            let e = refused(bad).unwrap_or_else(|| panic!("{bad} was accepted"));
+            assert!(e.contains("printable ASCII without spaces"), "{bad}: {e}");
+        }
+        assert_eq!(refused("\"acme-key-0123456789\""), None);
+        assert_eq!(refused(&format!("\"sha256:{}\"", "a".repeat(64))), None);
     }
 }
