@@ -23,6 +23,7 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
     // The registry's tools keep their names: one of ours is never shadowed, nor listed twice.
     let taken: HashSet<String> =
         Tools::names_of(dispatcher.registry(), spec.tool_names).into_iter().collect();
+    let production = dispatcher.config().idempotency.mode == oncerpc_core::Mode::Production;
     let mut out = Vec::new();
     for tool in listed_tools {
         let Some(name) = tool["name"].as_str() else { continue };
@@ -30,7 +31,7 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
             continue;
         }
         let kind = kind(spec, tool);
-        let json = match listed(spec, tool, kind) {
+        let mut json = match listed(spec, tool, kind) {
             Ok(json) => json,
             Err(e) => {
                 tracing::warn!(upstream = %spec.name, tool = %oncerpc_core::LogSafe(name), error = %e, "MCP upstream tool not offered");
@@ -61,6 +62,11 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
                 tracing::warn!(upstream = %spec.name, tool = %oncerpc_core::LogSafe(name), "derive_key ignored: the tool is a query (readOnlyHint), which has no key")
             }
             _ => {}
+        }
+        // In production a command without a key is refused: its schema says the key is required
+        // (unless the tool derives its key from the call), as the registry's commands' do.
+        if kind == Kind::Command && production && method.derive_key_window.is_none() {
+            oncerpc_mcp::tools::require_key(&mut json["inputSchema"]);
         }
         let handler = UpstreamTool { link: link.clone(), tool: name.to_owned() };
         match dispatcher.external_method(&own, method, Arc::new(handler)) {

@@ -55,6 +55,22 @@ pub fn add_key_properties(schema: &mut Value) {
     }
 }
 
+/// Make `idempotency_key` required in a command's input schema: what a server in
+/// `production` mode, which refuses a command without a key, lists (unless the method derives
+/// its key from the call).
+pub fn require_key(schema: &mut Value) {
+    let Some(schema) = schema.as_object_mut() else { return };
+    let required = schema.entry("required").or_insert(json!([]));
+    if !required.is_array() {
+        *required = json!([]);
+    }
+    if let Value::Array(r) = required
+        && !r.iter().any(|n| n == "idempotency_key")
+    {
+        r.push(json!("idempotency_key"));
+    }
+}
+
 /// The tools of one registry, in name order, then the external ones (other servers' tools,
 /// [`External`]), in source and name order.
 #[derive(Debug, Clone, Default)]
@@ -234,13 +250,7 @@ fn tool_json(name: &str, method: &str, spec: &MethodSpec, mut schema: Value, pro
             add_key_properties(&mut schema);
             let derived = spec.key_from.is_some() || spec.derive_key_window.is_some();
             if production && !derived {
-                let required =
-                    schema.as_object_mut().expect("an object schema").entry("required").or_insert(json!([]));
-                if let Value::Array(r) = required
-                    && !r.iter().any(|n| n == "idempotency_key")
-                {
-                    r.push(json!("idempotency_key"));
-                }
+                require_key(&mut schema);
             }
             json!({ "readOnlyHint": false, "idempotentHint": true })
         }
