@@ -907,7 +907,7 @@ fn rpc_error_display_and_http_status() {
 #[test]
 fn error_code_table_matches_design_section_8() {
     // (code, variant, HTTP status on the flows door) — SPEC §8, row by row.
-    let design: [(i32, ErrorCode, u16); 19] = [
+    let design: [(i32, ErrorCode, u16); 21] = [
         (-32700, ErrorCode::ParseError, 400),
         (-32600, ErrorCode::InvalidRequest, 400),
         (-32601, ErrorCode::MethodNotFound, 404),
@@ -924,6 +924,8 @@ fn error_code_table_matches_design_section_8() {
         (-32009, ErrorCode::Cancelled, 409),
         (-32010, ErrorCode::Forbidden, 403),
         (-32011, ErrorCode::IdentityUnavailable, 503),
+        (-32012, ErrorCode::Declined, 409),
+        (-32013, ErrorCode::InputRequired, 409),
         (-32020, ErrorCode::HeaderMismatch, 400),
         (-32021, ErrorCode::MissingRequiredClientCapability, 400),
         (-32022, ErrorCode::UnsupportedProtocolVersion, 400),
@@ -955,7 +957,7 @@ fn spec_messages_are_the_spec_wording() {
 
 #[test]
 fn unknown_codes_are_application_codes() {
-    for code in [-32000, -32012, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
+    for code in [-32000, -32014, -32099, -32604, -32699, -32701, 0, 1, 42, i32::MIN, i32::MAX] {
         assert_eq!(ErrorCode::from_code(code), ErrorCode::Application(code));
         assert_eq!(ErrorCode::Application(code).code(), code);
         assert_eq!(ErrorCode::Application(code).http_status(), 500);
