@@ -10,7 +10,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 
 /// One question: the step that asks it, the text shown to the user, and the flat object
 /// schema of the answer (MCP's `requestedSchema`).

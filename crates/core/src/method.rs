@@ -77,7 +77,7 @@ pub struct Context {
     pub cancel: Option<tokio_util::sync::CancellationToken>,
     /// Where the call's questions to its client go (a flow's `ask` step, MCP elicitation);
     /// `None`: the door cannot ask (and a method that asks was refused before it ran).
-    pub ask: Option<crate::Ask>,
+    pub ask: Option<crate::ask::Ask>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use

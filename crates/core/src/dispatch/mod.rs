@@ -118,7 +118,7 @@ pub struct RequestMeta {
     pub cancel: Option<tokio_util::sync::CancellationToken>,
     /// Where the call's questions to its client go (the MCP door, for a client that answers
     /// elicitation); `None`: this door cannot ask, and a method that asks is refused.
-    pub ask: Option<crate::Ask>,
+    pub ask: Option<crate::ask::Ask>,
 }
 
 impl Default for RequestMeta {
