@@ -121,7 +121,7 @@ async fn a_declined_question_ends_the_flow_with_a_stored_failure_that_says_so() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_cannot_answer_and_the_rpc_door_run_nothing() {
+async fn a_client_that_cannot_answer_and_the_other_doors_run_nothing() {
     let up = Upstream::start().await;
     let dir = TempDir::new("mcp-elicit-none");
     let gw = Gateway::with_config(&dir, &config(&dir, &up));
@@ -136,6 +136,16 @@ async fn a_client_that_cannot_answer_and_the_rpc_door_run_nothing() {
     let rpc = gw.http().rpc(body.to_string(), &[("Authorization", &bearer)]).await.json();
     assert_eq!(rpc["error"]["code"], -32602, "{rpc}");
     assert!(rpc["error"]["message"].as_str().unwrap().contains("elicitation"), "{rpc}");
+    let flows = common::http_client()
+        .post(gw.url("/v2/flows/book"))
+        .header("Authorization", &bearer)
+        .header("X-Idempotency-Key", "book-3")
+        .body(r#"{"sku":"A-1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(flows.status().as_u16(), 400, "the flows door refuses it too");
+    assert!(flows.text().await.unwrap().contains("elicitation"));
     // The same key over MCP, from a client that answers: it runs (nothing was recorded).
     let Some(cmd) = client(&gw, "book-3", "accept", 1) else { return };
     let seen = mcp_clients::summary(cmd).await;
