@@ -346,6 +346,7 @@ impl Dispatcher {
                     progress,
                     trace,
                     cancel: None,
+                    ask: None,
                 };
                 let lease = this.lease(&method);
                 // The method's `timeout` starts once the execution is ours.

@@ -37,6 +37,9 @@ use crate::store::{
 
 /// Longest pause between two attempts to store an outcome.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// The lease an execution waiting for its client's answer is left with: over at once, so the
+/// retry that brings the answer takes it over.
+const PAUSED_LEASE: Duration = Duration::from_millis(1);
 /// Take-over claims that found the previous owner alive are asked again this many times.
 const CLAIM_ROUNDS: usize = 3;
 
@@ -57,6 +60,10 @@ pub(crate) enum Settled {
     Stored,
     /// The handler refused its params: the record was released (SPEC §3, no record).
     Released,
+    /// The handler waits for its client's answer (`-32013`, an `ask` step): no outcome is
+    /// stored and the lease is ended, so the retry that brings the answer takes the record
+    /// over at once and resumes from its journal.
+    Paused,
     /// Another execution owns the record now; its stored outcome, when it has one.
     Fenced(Option<StoredOutcome>),
     /// The first write failed; it is retried in the background (the request is answered
@@ -289,6 +296,14 @@ impl Executions {
             early(outcome, &Settled::Released);
             return Settled::Released;
         }
+        if matches!(outcome, Outcome::Error(e) if e.code == ErrorCode::InputRequired) {
+            // Waiting for the client's answer (SPEC §16): the journal stays, the lease ends.
+            if let Err(e) = self.store.renew(key, token, PAUSED_LEASE).await {
+                tracing::warn!(error = %e, "could not end the lease of an execution waiting for its client (the retry waits for the lease)");
+            }
+            early(outcome, &Settled::Paused);
+            return Settled::Paused;
+        }
         let stored = stored_outcome(outcome);
         let mut early = Some(early);
         let mut unrecorded = false;
@@ -432,8 +447,8 @@ impl Executions {
                 }
             }
             // The record is another execution's now: so is the event. (`Storing` is only ever an
-            // early answer, never the final one.)
-            Settled::Fenced(_) | Settled::Storing => {}
+            // early answer, never the final one.) Paused: the execution resumes on the retry.
+            Settled::Fenced(_) | Settled::Storing | Settled::Paused => {}
         }
     }
 

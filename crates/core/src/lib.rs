@@ -42,6 +42,7 @@
 //! ```
 
 pub mod access_log;
+pub mod ask;
 mod bounded;
 mod budget;
 mod cache;
@@ -68,6 +69,7 @@ pub mod store;
 pub mod testkit;
 
 pub mod trace;
+pub use ask::{Ask, Asked, Question};
 pub use bounded::Bounded;
 pub use budget::Permit;
 pub use derived::KeyOrigin;

@@ -75,6 +75,9 @@ pub struct Context {
     /// stores its outcome); one whose work is another server's (an upstream MCP server's tool)
     /// tells that server and fails with an error the method does not store.
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Where the call's questions to its client go (a flow's `ask` step, MCP elicitation);
+    /// `None`: the door cannot ask (and a method that asks was refused before it ran).
+    pub ask: Option<crate::ask::Ask>,
 }
 
 /// A method implementation. Implement it directly for full control over raw params, or use
@@ -113,6 +116,10 @@ pub struct MethodSpec {
     pub transport_failures_unrecorded: bool,
     /// The scopes a caller must hold, all of them (SPEC §20); empty: any caller of the tenant.
     pub scopes: Vec<String>,
+    /// The method asks its client questions while it runs (a flow with an `ask` step): only a
+    /// door that can ask runs it (MCP, with a client that answers elicitation); every other
+    /// door refuses it with `-32602` before anything is claimed or run.
+    pub asks: bool,
 }
 
 /// How the MCP door shows a method as a tool (SPEC §16). The kind gives the rest of the
@@ -165,6 +172,7 @@ impl MethodSpec {
             derive_key_window: None,
             transport_failures_unrecorded: false,
             scopes: Vec::new(),
+            asks: false,
         }
     }
 
@@ -190,6 +198,12 @@ impl MethodSpec {
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// The method asks its client questions while it runs ([`MethodSpec::asks`]).
+    pub fn asks(mut self, asks: bool) -> Self {
+        self.asks = asks;
         self
     }
 

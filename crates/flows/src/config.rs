@@ -18,6 +18,10 @@ pub struct StepConfig {
     /// A tool of an MCP upstream (`mcp = { upstream, tool }`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpStep>,
+    /// A question to the flow's client instead of an upstream (`ask = { message, schema }`,
+    /// MCP elicitation); then neither `url` nor `mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<crate::ask::AskStep>,
     /// Attempts and backoff for transient failures (`retry.rs`); one attempt by default.
     #[serde(default)]
     pub retry: crate::retry::RetryPolicy,

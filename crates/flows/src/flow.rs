@@ -242,7 +242,10 @@ impl Flow {
         if let Some(journal) = &ctx.journal {
             journal.report(n, view(StepStatus::Running, 0, None)).await;
         }
-        let (result, attempts) = self.call_step(ctx, step, input, deadline).await;
+        let (result, attempts) = match &step.ask {
+            Some(ask) => (crate::ask::run(ctx, &step.name, ask).await, 1),
+            None => self.call_step(ctx, step, input, deadline).await,
+        };
         if let Some(journal) = &ctx.journal {
             let finished = Some(oncerpc_core::store::now_ms());
             let shown = match &result {

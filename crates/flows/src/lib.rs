@@ -32,6 +32,7 @@
 //! ```
 
 mod answers;
+pub mod ask;
 mod attempts;
 mod body;
 pub mod config;
@@ -43,6 +44,7 @@ pub mod retry;
 mod step;
 pub mod upstream;
 
+pub use ask::AskStep;
 pub use config::{McpStep, OAuthClient, StepConfig, UpstreamConfig};
 pub use flow::{Flow, StepAttempts, UpstreamPolicy};
 pub use oauth::{TokenPool, TokenSource};

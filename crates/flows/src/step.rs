@@ -44,6 +44,9 @@ pub(crate) fn first_input(params: Option<&RawValue>) -> Result<String, RpcError>
 /// by a deploy) resume each other's executions. Journals of earlier releases named the URL
 /// (and the upstream and tool) too; those entries are still accepted while they match.
 pub(crate) fn step_def(step: &StepConfig) -> StepDef {
+    if step.ask.is_some() {
+        return StepDef::new(&step.name, &["ask"]);
+    }
     match &step.mcp {
         Some(m) => {
             StepDef::new(&step.name, &["mcp"]).journaled_before_as(&[&step.url, "mcp", &m.upstream, &m.tool])

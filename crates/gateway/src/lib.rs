@@ -503,6 +503,7 @@ pub fn method_spec(config: &Config, m: &config::MethodConfig) -> oncerpc_core::M
         spec = spec.description(d.clone());
     }
     spec.scopes = m.scopes.clone();
+    spec.asks = m.steps.iter().any(|s| s.ask.is_some());
     mcp::apply(m, &mut spec);
     webhooks::apply(m, spec)
 }

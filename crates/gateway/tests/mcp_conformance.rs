@@ -59,6 +59,39 @@ description = "Fails: its upstream answers 500"
 {logging}
 {progress}
 [[methods]]
+name = "test_elicitation"
+kind = "query"
+description = "Asks the user for a username and an email (elicitation), then echoes the answer"
+  [[methods.steps]]
+  name = "user"
+  ask = {{ message = "Please provide your information", schema = {{ type = "object", properties = {{ username = {{ type = "string" }}, email = {{ type = "string" }} }}, required = ["username", "email"] }} }}
+  [[methods.steps]]
+  name = "echo"
+  url = "{echo}"
+
+[[methods]]
+name = "test_elicitation_sep1034_defaults"
+kind = "query"
+description = "Asks with a default for every primitive type (SEP-1034), then echoes the answer"
+  [[methods.steps]]
+  name = "defaults"
+  ask = {{ message = "Please review and update the form fields with defaults", schema = {{ type = "object", properties = {{ name = {{ type = "string", default = "John Doe" }}, age = {{ type = "integer", default = 30 }}, score = {{ type = "number", default = 95.5 }}, status = {{ type = "string", enum = ["active", "inactive", "pending"], default = "active" }}, verified = {{ type = "boolean", default = true }} }} }} }}
+  [[methods.steps]]
+  name = "echo"
+  url = "{echo}"
+
+[[methods]]
+name = "test_input_required_result_elicitation"
+kind = "query"
+description = "Asks the user's name (2026-07-28: an input_required result), then echoes the answer"
+  [[methods.steps]]
+  name = "user_name"
+  ask = {{ message = "What is your name?", schema = {{ type = "object", properties = {{ name = {{ type = "string" }} }}, required = ["name"] }} }}
+  [[methods.steps]]
+  name = "echo"
+  url = "{echo}"
+
+[[methods]]
 name = "json_schema_2020_12_tool"
 kind = "query"
 description = "Tool with JSON Schema 2020-12 features"

@@ -131,6 +131,7 @@ pub(crate) async fn post(
             Ok(id) if *id.tenant == *owner => {
                 let mut s = Session::new(tenant.clone());
                 s.version = Some(id.version);
+                s.elicitation = id.elicitation;
                 s.log_level = door.sessions.tokens().log_level(token);
                 s.id = Some(token.into());
                 (s, false)
@@ -168,7 +169,10 @@ pub(crate) async fn post(
         None => StatusCode::ACCEPTED.into_response(),
     };
     if opening && let Some(version) = session.version {
-        let token = match door.sessions.open(&owner, version, now_ms()).await {
+        // The token says whether the client answers questions (elicitation): every POST of
+        // the session, on any replica, knows it.
+        let flag = if session.elicitation { oncerpc_mcp::session::ELICITATION_FLAG } else { "" };
+        let token = match door.sessions.open(&owner, &format!("{version}{flag}"), now_ms()).await {
             Ok(token) => token,
             Err(_) => return sessions_unavailable(door),
         };

@@ -85,6 +85,7 @@ pub fn export(link: &Arc<Link>, dispatcher: &Dispatcher, listed_tools: &[Value])
                     }),
                     header_params,
                     scopes,
+                    asks: false,
                 },
                 method,
             }),

@@ -9,12 +9,14 @@
 
 use std::sync::Arc;
 
-use oncerpc_core::{Dispatcher, IdempotencyInfo, Kind, RequestMeta};
+use oncerpc_core::{Dispatcher, Kind, RequestMeta};
 use oncerpc_protocol::{ErrorCode, Id, Outcome, RawValue, Request, RpcError};
 use serde_json::Value;
 
 use crate::cancel::Inflight;
 pub use crate::meta::{META_CORRELATION, META_KEY, META_RELATED_TASK, META_STATUS};
+pub(crate) use crate::result::write_tool_result;
+pub use crate::result::{replayed_failure, task_tool_result, tool_result};
 use crate::{Outbox, Session, Tools};
 
 /// `_meta` member of a call: force-retry a failed execution.
@@ -56,8 +58,12 @@ pub(crate) async fn run(
     session: &Session,
     inflight: &Inflight,
 ) -> Result<Option<(String, bool)>, RpcError> {
-    let Prepared { name, tool, arguments, meta: mut request, refused, .. } = prepared;
+    let Prepared { name, tool, arguments, meta: mut request, mut refused, unanswered, .. } = prepared;
     let complete = session.version.is_some_and(|v| crate::meta::STATELESS_VERSIONS.contains(&v));
+    // A tool that asks questions, for a client that cannot answer them: nothing runs.
+    if tool.tool().asks && request.ask.is_none() && refused.is_none() {
+        refused = Some(RpcError::invalid_params(crate::elicit::NEEDS_ELICITATION));
+    }
     if let Some(e) = refused {
         let cid = request.correlation_id.as_deref().unwrap_or("");
         return Ok(Some((write_tool_result(&Outcome::Error(e), None, cid, complete, None), true)));
@@ -103,6 +109,13 @@ pub(crate) async fn run(
             }
         }
     };
+    // The flow waits for an answer this call did not bring (2026-07-28): ask for it.
+    if let (Outcome::Error(e), Some(unanswered)) = (&outcome, &unanswered)
+        && e.code == ErrorCode::InputRequired
+        && let Some(result) = crate::elicit::input_required(unanswered)
+    {
+        return Ok(Some((result, false)));
+    }
     Ok(Some(match (&outcome, external) {
         (Outcome::Result(r), Some(_)) => {
             let (result, is_error) = crate::external::result(r.get(), info.as_ref(), &cid);
@@ -142,6 +155,9 @@ pub(crate) struct Prepared<'t> {
     /// Arguments that cannot be the method's params (a positional method's): answered as the
     /// call's error result, nothing run.
     pub refused: Option<RpcError>,
+    /// A `2026-07-28` call of a tool that asks: where its unanswered question is noted, for
+    /// the `input_required` result ([`crate::elicit`]).
+    pub unanswered: Option<crate::elicit::Unanswered>,
 }
 
 /// The members of a request's params this door reads, as raw JSON: one pass over the params
@@ -163,6 +179,9 @@ pub(crate) struct RawParams<'a> {
     pub task_id: Option<&'a RawValue>,
     #[serde(borrow)]
     pub uri: Option<&'a RawValue>,
+    /// `2026-07-28`: the client's answers to the questions of an `input_required` result.
+    #[serde(rename = "inputResponses", borrow)]
+    pub input_responses: Option<&'a RawValue>,
 }
 
 /// A `tools/call`'s params, read: its name and arguments as sent, its `_meta` read once.
@@ -173,6 +192,8 @@ pub(crate) struct CallParams<'a> {
     pub meta: Option<CallMeta<'a>>,
     /// `task` (the session era's task augmentation), as sent.
     pub task: Option<&'a RawValue>,
+    /// `inputResponses` (`2026-07-28`), as sent.
+    pub input_responses: Option<&'a RawValue>,
 }
 
 impl<'a> CallParams<'a> {
@@ -184,7 +205,11 @@ impl<'a> CallParams<'a> {
             Some(raw) if starts_with(raw, '{') => {
                 let p: RawParams<'a> = serde_json::from_str(raw.get())
                     .map_err(|e| RpcError::invalid_params(format!("invalid tools/call params: {e}")))?;
-                Ok(CallParams { task: p.task, ..CallParams::new(p.name, p.arguments, p.meta)? })
+                Ok(CallParams {
+                    task: p.task,
+                    input_responses: p.input_responses,
+                    ..CallParams::new(p.name, p.arguments, p.meta)?
+                })
             }
             Some(_) => Err(not_object()),
         }
@@ -200,7 +225,7 @@ impl<'a> CallParams<'a> {
             Some(MetaMember::Object(m)) => Some(m),
             Some(MetaMember::Other) | None => None,
         };
-        Ok(CallParams { name, arguments, meta, task: None })
+        Ok(CallParams { name, arguments, meta, task: None, input_responses: None })
     }
 }
 
@@ -434,124 +459,26 @@ fn prepare_read<'t>(
         subject: session.subject.clone(),
         ..RequestMeta::of_tenant(session.tenant.clone())
     };
+    let mut meta = meta;
+    let mut unanswered = None;
+    // 2026-07-28: a tool that asks, for a client that declares elicitation, answers from the
+    // call's inputResponses or asks with an input_required result.
+    if tool.tool().asks
+        && session.version.is_some_and(|v| crate::meta::STATELESS_VERSIONS.contains(&v))
+        && crate::elicit::declared(params.meta.as_ref().and_then(|m| m.client_capabilities))
+    {
+        let responses = match params.input_responses.map(|r| serde_json::from_str::<Value>(r.get())) {
+            None | Some(Ok(Value::Null)) => serde_json::Map::new(),
+            Some(Ok(Value::Object(r))) => r,
+            Some(_) => return Err(RpcError::invalid_params("inputResponses must be an object")),
+        };
+        let slot = crate::elicit::Unanswered::default();
+        meta.ask = Some(crate::elicit::stateless_asker(responses, slot.clone()));
+        unanswered = Some(slot);
+    }
     let name = tool.tool().method.clone();
-    Ok(Prepared { name, tool, arguments, meta, task: params.task.map(RawValue::to_owned), related, refused })
-}
-
-/// A tool result: the method's result as one text item and as `structuredContent` (itself
-/// when an object, else `{"result": …}`); an error as `isError: true` with its message as the
-/// text and `{code, message, data}` as `structuredContent`. The result's bytes are kept: a
-/// duplicate's content is the stored result, byte for byte.
-pub fn tool_result(outcome: &Outcome, info: Option<&IdempotencyInfo>, cid: &str) -> String {
-    write_tool_result(outcome, info, cid, false, None)
-}
-
-/// A task's tool result (`tasks/result`, `2025-11-25`): [`tool_result`] whose `_meta` names the
-/// task (`io.modelcontextprotocol/related-task`), as the revision asks.
-pub fn task_tool_result(outcome: &Outcome, task_id: &str) -> String {
-    write_tool_result(outcome, None, task_id, false, Some(task_id))
-}
-
-/// [`tool_result`], beginning with `resultType: "complete"` when `complete` (`2026-07-28`),
-/// its `_meta` naming `related_task` when given.
-/// The text of a failure answered again from the store: its message, then what it is and
-/// what to do.
-pub fn replayed_failure(message: &str, key: &str) -> String {
-    format!("{message}\n\n{}", replay_hint(key))
-}
-
-/// What a replayed failure is and how to get past it: after its message in the text, and as
-/// `hint` in its `structuredContent` (some frameworks show a model only that).
-pub fn replay_hint(key: &str) -> String {
-    format!(
-        "This is the stored outcome of an earlier attempt with idempotency_key \"{key}\": \
-         the action did not run again. To run it again, call the tool with the same arguments, the \
-         same idempotency_key and force_retry: true."
-    )
-}
-
-pub(crate) fn write_tool_result(
-    outcome: &Outcome,
-    info: Option<&IdempotencyInfo>,
-    cid: &str,
-    complete: bool,
-    related_task: Option<&str>,
-) -> String {
-    // Written straight into one buffer: this is every call's answer.
-    let mut out = Vec::with_capacity(256);
-    let text = |out: &mut Vec<u8>, s: &str| {
-        // Writing a str into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
-    };
-    if complete {
-        out.extend_from_slice(br#"{"resultType":"complete","content":[{"type":"text","text":"#);
-    } else {
-        out.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
-    }
-    match outcome {
-        Outcome::Result(raw) => {
-            let result = raw.get();
-            text(&mut out, result);
-            out.extend_from_slice(br#"}],"structuredContent":"#);
-            if result.trim_start().starts_with('{') {
-                out.extend_from_slice(result.as_bytes());
-            } else {
-                out.extend_from_slice(br#"{"result":"#);
-                out.extend_from_slice(result.as_bytes());
-                out.push(b'}');
-            }
-            out.extend_from_slice(br#","isError":false"#);
-        }
-        Outcome::Error(e) => {
-            // A replayed failure says that it is one, and how to get past it (the model that
-            // retries with the same key would otherwise get it forever).
-            let replayed = info.filter(|i| i.status == oncerpc_core::IdempotencyStatus::Duplicate);
-            match replayed {
-                Some(i) => text(&mut out, &replayed_failure(&e.message, &i.key)),
-                None => text(&mut out, &e.message),
-            }
-            out.extend_from_slice(br#"}],"structuredContent":"#);
-            let error = e.to_json();
-            match (replayed, error.get().strip_suffix('}')) {
-                // The stored error's members, then the hint.
-                (Some(i), Some(open)) => {
-                    out.extend_from_slice(open.as_bytes());
-                    out.extend_from_slice(br#","hint":"#);
-                    text(&mut out, &replay_hint(&i.key));
-                    out.push(b'}');
-                }
-                _ => out.extend_from_slice(error.get().as_bytes()),
-            }
-            out.extend_from_slice(br#","isError":true"#);
-        }
-    }
-    // `_meta`, its members in name order.
-    out.extend_from_slice(br#","_meta":{"#);
-    if let Some(task) = related_task {
-        out.push(b'"');
-        out.extend_from_slice(META_RELATED_TASK.as_bytes());
-        out.extend_from_slice(br#"":{"taskId":"#);
-        text(&mut out, task);
-        out.extend_from_slice(b"},");
-    }
-    out.push(b'"');
-    out.extend_from_slice(META_CORRELATION.as_bytes());
-    out.extend_from_slice(br#"":"#);
-    text(&mut out, cid);
-    if let Some(info) = info {
-        out.extend_from_slice(br#",""#);
-        out.extend_from_slice(META_KEY.as_bytes());
-        out.extend_from_slice(br#"":"#);
-        text(&mut out, &info.key);
-        out.extend_from_slice(br#",""#);
-        out.extend_from_slice(META_STATUS.as_bytes());
-        out.extend_from_slice(br#"":""#);
-        out.extend_from_slice(info.status.as_str().as_bytes());
-        out.push(b'"');
-    }
-    out.extend_from_slice(b"}}");
-    // Only JSON text and valid UTF-8 went in.
-    String::from_utf8(out).unwrap_or_default()
+    let task = params.task.map(RawValue::to_owned);
+    Ok(Prepared { name, tool, arguments, meta, task, related, refused, unanswered })
 }
 
 #[cfg(test)]

@@ -58,12 +58,14 @@ mod arguments;
 pub mod call;
 mod cancel;
 pub mod discover;
+pub mod elicit;
 pub mod external;
 pub mod meta;
 mod metrics;
 pub mod names;
 pub mod notify;
 pub mod offers;
+mod result;
 pub mod schema;
 pub mod session;
 pub mod sessions;
@@ -113,6 +115,9 @@ pub struct Session {
     pub trace: Option<oncerpc_core::TraceContext>,
     /// What the caller may call (its token's or key's scopes; SPEC §20).
     pub grant: oncerpc_core::Grant,
+    /// The client declared the `elicitation` capability at `initialize` (form mode): a flow's
+    /// `ask` step may ask it ([`elicit`]).
+    pub elicitation: bool,
     /// Who the caller is (the audit trail), as its credential says.
     pub subject: Option<Arc<str>>,
 }
@@ -129,6 +134,7 @@ impl Session {
             trace: None,
             grant: oncerpc_core::Grant::All,
             subject: None,
+            elicitation: false,
         }
     }
 
@@ -182,6 +188,8 @@ pub struct McpServer {
     /// Shared with this server's successors (a reload), so a cancellation reaches a call
     /// that started before it.
     inflight: Arc<cancel::Inflight>,
+    /// The session era's questions to clients waiting for their answers (shared likewise).
+    waiting: Arc<elicit::Waiting>,
     /// `initialize` says `tools.listChanged: true`: the transport sends
     /// `notifications/tools/list_changed` to open sessions when the tools change.
     list_changed: bool,
@@ -225,6 +233,7 @@ impl McpServer {
             tools,
             metrics: McpMetrics::new(),
             inflight: Arc::default(),
+            waiting: Arc::default(),
             list_changed: false,
         }
     }
@@ -248,6 +257,7 @@ impl McpServer {
         let mut next = McpServer::with_names(dispatcher, external, names)?;
         next.metrics = self.metrics.clone();
         next.inflight = self.inflight.clone();
+        next.waiting = self.waiting.clone();
         next.list_changed = self.list_changed;
         Ok(next)
     }
@@ -280,6 +290,12 @@ impl McpServer {
     /// `None`: the transport cannot, and none are made.
     pub async fn answer_with(&self, body: &[u8], session: &mut Session, outbox: Option<Outbox>) -> Answer {
         let refused = |e: &RpcError| Answer { body: Some(oncerpc_protocol::error_body(e)), refused: true };
+        // The client's response to a question a call asked it (elicitation): nothing to answer.
+        if let Some(answered) = self.waiting.deliver(body, session.id.as_deref().unwrap_or("")) {
+            self.metrics.request("response", if answered { "ok" } else { "unknown" });
+            tracing::info!(tenant = %session.tenant, answered, "MCP response from the client");
+            return Answer { body: None, refused: false };
+        }
         let message = match oncerpc_protocol::parse(body) {
             Ok(m) => m,
             Err(e) => {
@@ -394,6 +410,10 @@ impl McpServer {
             .find(|v| Some(*v) == asked.as_deref())
             .unwrap_or(SESSION_VERSIONS[0]);
         session.version = Some(version);
+        session.elicitation = params_object(req)
+            .ok()
+            .and_then(|p| p.get("capabilities")?.get("elicitation").map(elicit::form_mode))
+            .unwrap_or(false);
         let mut capabilities = json!({ "tools": { "listChanged": self.list_changed }, "logging": {} });
         self.tools.external().offers().capabilities(&mut capabilities);
         if tasks::session::offered(session) {
@@ -419,7 +439,16 @@ impl McpServer {
         session: &Session,
         outbox: Option<&Outbox>,
     ) -> Result<Option<(String, bool)>, RpcError> {
-        let prepared = call::prepare(&self.tools, req, id, session, outbox)?;
+        let mut prepared = call::prepare(&self.tools, req, id, session, outbox)?;
+        // A tool that asks questions: asked on the call's stream, when the client answers them.
+        if prepared.tool.tool().asks
+            && session.elicitation
+            && let Some(outbox) = outbox
+        {
+            let scope = session.id.clone().unwrap_or_else(|| Arc::from(""));
+            let version = session.version.unwrap_or(SESSION_VERSIONS[0]);
+            prepared.meta.ask = Some(self.waiting.asker(outbox.clone(), scope, version));
+        }
         match tasks::session::route(&prepared, session) {
             tasks::session::Route::Sync => {
                 call::run(&self.dispatcher, prepared, id, session, &self.inflight).await
@@ -483,6 +512,12 @@ impl McpServer {
     /// (stdio reads ahead; HTTP needs nothing of this, every POST is answered on its own).
     /// Whether it was handled; if not, it waits its turn.
     pub fn urgent(&self, body: &[u8], session: &Session) -> bool {
+        // The answer to a question the call being answered asked: it must reach that call now.
+        if let Some(answered) = self.waiting.deliver(body, session.id.as_deref().unwrap_or("")) {
+            self.metrics.request("response", if answered { "ok" } else { "unknown" });
+            tracing::info!(tenant = %session.tenant, answered, "MCP response from the client");
+            return true;
+        }
         let Ok(Message::Single(Entry::Valid(req))) = oncerpc_protocol::parse(body) else { return false };
         if req.method != "notifications/cancelled" || req.id.is_some() {
             return false;

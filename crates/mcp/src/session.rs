@@ -34,7 +34,13 @@ pub struct SessionId {
     pub issued_ms: u64,
     /// The token's random part: the session's name in the store.
     pub nonce: String,
+    /// The client declared the `elicitation` capability (form mode) at `initialize`: a
+    /// flow's `ask` step may ask it ([`crate::elicit`]).
+    pub elicitation: bool,
 }
+
+/// What a token's revision part adds when the client answers questions: `2025-11-25+e`.
+pub const ELICITATION_FLAG: &str = "+e";
 
 /// Why a session id is refused: every one is answered `404` (start a new session).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -104,6 +110,10 @@ impl SessionTokens {
             return Err(SessionError::Unknown);
         };
         let tenant = URL_SAFE_NO_PAD.decode(tenant).ok().and_then(|t| String::from_utf8(t).ok());
+        let (version, elicitation) = match version.strip_suffix(ELICITATION_FLAG) {
+            Some(v) => (v, true),
+            None => (version, false),
+        };
         let version = SESSION_VERSIONS.iter().copied().find(|v| *v == version);
         let (Some(tenant), Some(version), Ok(issued_ms)) = (tenant, version, issued.parse::<u64>()) else {
             return Err(SessionError::Unknown);
@@ -114,7 +124,7 @@ impl SessionTokens {
         if self.state(token).is_some_and(|s| s.ended) {
             return Err(SessionError::Ended);
         }
-        Ok(SessionId { tenant, version, issued_ms, nonce: nonce.to_owned() })
+        Ok(SessionId { tenant, version, issued_ms, nonce: nonce.to_owned(), elicitation })
     }
 
     /// End a session (`DELETE`): this process refuses it from now on.
@@ -223,6 +233,9 @@ mod tests {
         let id = b.verify(&t, 2_000).unwrap();
         assert_eq!((&*id.tenant, id.version, id.issued_ms), ("acme.eu", "2025-06-18", 1_000));
         assert_eq!(id.nonce.len(), 32);
+        assert!(!id.elicitation);
+        let asks = b.verify(&a.issue("acme", "2025-11-25+e", 1_000), 2_000).unwrap();
+        assert_eq!((asks.version, asks.elicitation), ("2025-11-25", true), "a client that answers questions");
         let other = SessionTokens::new(Some(b"another deployment"));
         assert_eq!(other.verify(&t, 2_000), Err(SessionError::Unknown));
         assert_eq!(SessionTokens::new(None).verify(&t, 2_000), Err(SessionError::Unknown));

@@ -457,8 +457,9 @@ fn checked<'a>(
         })?,
         (None, Some(_)) => return Err(not_object()),
     };
-    let call = call::CallParams::new(members.name, members.arguments, members.meta)
+    let mut call = call::CallParams::new(members.name, members.arguments, members.meta)
         .map_err(|e| Refused::new(Refusal::Meta, e))?;
+    call.input_responses = members.input_responses;
     let meta = call.meta.as_ref().ok_or_else(|| Refused::meta(NEEDED))?;
     let version = meta.protocol_version.and_then(call::text_of).ok_or_else(|| Refused::meta(NEEDED))?;
     if !meta.client_capabilities.is_some_and(|c| call::starts_with(c, '{')) {

@@ -25,4 +25,7 @@ pub struct Tool {
     /// The scopes a caller must hold to call it (its method's): `tools/list` shows it only to
     /// callers that hold them (SPEC §20).
     pub scopes: Vec<String>,
+    /// Its method asks the client questions while it runs (a flow's `ask` step): a call
+    /// needs a client that answers elicitation ([`crate::elicit`]).
+    pub asks: bool,
 }

@@ -107,6 +107,8 @@ impl Tools {
             let json = tool_json(&name, method, spec, derived.schema, production);
             let task_required = spec.tool.task_required && spec.kind == Kind::Command;
             let support = match (spec.kind, task_required) {
+                // A question needs its client there: never a task.
+                _ if spec.asks => "forbidden",
                 (Kind::Query, _) => "forbidden",
                 (Kind::Command, false) => "optional",
                 (Kind::Command, true) => "required",
@@ -121,6 +123,7 @@ impl Tools {
                 task_required,
                 execution: json!({ "taskSupport": support }),
                 scopes: spec.scopes.clone(),
+                asks: spec.asks,
             });
         }
         // A call may name a tool by its method's own name too (for one release): never in

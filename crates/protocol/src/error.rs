@@ -11,7 +11,7 @@ use std::io::Write as _;
 use serde_json::value::RawValue;
 
 /// A JSON-RPC error code: the reserved ones of the specification, oncerpc's own
-/// (`-32001..=-32009`), the MCP `2026-07-28` revision's (`-32020..=-32022`), or an application
+/// (`-32001..=-32013`), the MCP `2026-07-28` revision's (`-32020..=-32022`), or an application
 /// code a handler chose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
@@ -52,6 +52,14 @@ pub enum ErrorCode {
     /// -32011: the identity provider that must vouch for the caller's token cannot be reached
     /// (its keys or introspection down, slow or answering garbage): HTTP `503`, retry later.
     IdentityUnavailable,
+    /// -32012: the method asked its client a question (an `ask` step, MCP elicitation) and the
+    /// user declined or cancelled it, or the client answered it with an error; the record
+    /// keeps this outcome, so a retry with the same key gets it (`force_retry` asks again).
+    Declined,
+    /// -32013: the method waits for its client's answer to a question (an `ask` step) that
+    /// this request did not bring. Never stored: the record stays resumable, and MCP
+    /// `2026-07-28` answers it as an `input_required` result naming the question.
+    InputRequired,
     /// -32020 (MCP `2026-07-28`, `HeaderMismatch`): an HTTP header (`MCP-Protocol-Version`,
     /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) is missing, malformed or disagrees with the body.
     HeaderMismatch,
@@ -67,7 +75,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code of the table, in table order (used by docs and tests).
-    pub const TABLE: [ErrorCode; 19] = [
+    pub const TABLE: [ErrorCode; 21] = [
         ErrorCode::ParseError,
         ErrorCode::InvalidRequest,
         ErrorCode::MethodNotFound,
@@ -84,6 +92,8 @@ impl ErrorCode {
         ErrorCode::Cancelled,
         ErrorCode::Forbidden,
         ErrorCode::IdentityUnavailable,
+        ErrorCode::Declined,
+        ErrorCode::InputRequired,
         ErrorCode::HeaderMismatch,
         ErrorCode::MissingRequiredClientCapability,
         ErrorCode::UnsupportedProtocolVersion,
@@ -108,6 +118,8 @@ impl ErrorCode {
             ErrorCode::Cancelled => -32009,
             ErrorCode::Forbidden => -32010,
             ErrorCode::IdentityUnavailable => -32011,
+            ErrorCode::Declined => -32012,
+            ErrorCode::InputRequired => -32013,
             ErrorCode::HeaderMismatch => -32020,
             ErrorCode::MissingRequiredClientCapability => -32021,
             ErrorCode::UnsupportedProtocolVersion => -32022,
@@ -139,6 +151,8 @@ impl ErrorCode {
             ErrorCode::Cancelled => "Cancelled",
             ErrorCode::Forbidden => "Forbidden",
             ErrorCode::IdentityUnavailable => "Identity provider unavailable",
+            ErrorCode::Declined => "Declined by the user",
+            ErrorCode::InputRequired => "Input required",
             ErrorCode::HeaderMismatch => "Header mismatch",
             ErrorCode::MissingRequiredClientCapability => "Missing required client capability",
             ErrorCode::UnsupportedProtocolVersion => "Unsupported protocol version",
@@ -160,7 +174,8 @@ impl ErrorCode {
             ErrorCode::InternalError => 500,
             ErrorCode::RequestInProgress => 200,
             ErrorCode::KeyReused => 422,
-            ErrorCode::ForceRetryRefused | ErrorCode::Cancelled => 409,
+            ErrorCode::ForceRetryRefused | ErrorCode::Cancelled | ErrorCode::Declined => 409,
+            ErrorCode::InputRequired => 409,
             ErrorCode::Forbidden => 403,
             ErrorCode::StoreUnavailable | ErrorCode::Overloaded | ErrorCode::IdentityUnavailable => 503,
             ErrorCode::RateLimited => 429,

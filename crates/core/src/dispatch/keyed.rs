@@ -184,7 +184,7 @@ impl Dispatcher {
 /// The answer of the request whose execution owned the record.
 fn owner_answer(outcome: &Outcome, settled: &Settled) -> (Outcome, Option<IdempotencyStatus>) {
     match settled {
-        Settled::Stored | Settled::Released | Settled::Storing => {
+        Settled::Stored | Settled::Released | Settled::Storing | Settled::Paused => {
             (outcome.clone(), Some(IdempotencyStatus::New))
         }
         // Fenced out: this execution's result is not the key's outcome.

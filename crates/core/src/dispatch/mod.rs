@@ -116,6 +116,9 @@ pub struct RequestMeta {
     /// whose work is another server's to stop ([`Context::cancel`](crate::Context)); `None`:
     /// the call cannot be cancelled.
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Where the call's questions to its client go (the MCP door, for a client that answers
+    /// elicitation); `None`: this door cannot ask, and a method that asks is refused.
+    pub ask: Option<crate::ask::Ask>,
 }
 
 impl Default for RequestMeta {
@@ -141,6 +144,7 @@ impl RequestMeta {
             grant: crate::Grant::All,
             subject: None,
             cancel: None,
+            ask: None,
         }
     }
 }

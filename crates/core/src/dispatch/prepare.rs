@@ -57,6 +57,15 @@ impl Dispatcher {
                 ),
             ));
         }
+        // A method that asks its client questions runs only where the door can ask (the MCP
+        // door, for a client that answers elicitation); never as an async event.
+        if method.spec.asks && (meta.ask.is_none() || async_event) {
+            return Err(RpcError::invalid_params(format!(
+                "method \"{}\" asks its caller a question while it runs (an `ask` step): call it as an MCP \
+                 tool, synchronously, from a client that supports elicitation",
+                method.name
+            )));
+        }
         // SPEC §20: a caller lacking a scope the method requires claims and runs nothing.
         if let Some(missing) = meta.grant.lacks(&method.spec.scopes) {
             return Err(crate::grant::forbidden(&method.name, &method.spec.scopes, missing));
@@ -73,6 +82,7 @@ impl Dispatcher {
             progress: meta.progress.clone(),
             trace: meta.trace.clone(),
             cancel: meta.cancel.clone(),
+            ask: meta.ask.clone(),
         };
         // Params are only read when a schema or the engine needs them.
         if method.validator.is_none() && !guarded {

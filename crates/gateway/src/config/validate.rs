@@ -209,7 +209,15 @@ impl Config {
                         m.name, s.name
                     )));
                 }
-                if let Some(mcp) = &s.mcp {
+                if let Some(ask) = &s.ask {
+                    let problem = match (s.url.is_empty() && s.mcp.is_none(), ask.problem()) {
+                        (false, _) => Some("an ask step has no url and no mcp".to_owned()),
+                        (true, p) => p,
+                    };
+                    if let Some(problem) = problem {
+                        return Err(invalid(format!("methods.{}.steps.{}: {problem}", m.name, s.name)));
+                    }
+                } else if let Some(mcp) = &s.mcp {
                     crate::mcp_upstreams::check_step(self, mcp, s.url.is_empty())
                         .map_err(|e| invalid(format!("methods.{}.steps.{}: {e}", m.name, s.name)))?;
                 } else if !(s.url.starts_with("http://") || s.url.starts_with("https://")) {

@@ -90,6 +90,10 @@ pub fn route(tools: &Tools, name: Option<&str>, declared: bool) -> Route {
     else {
         return Route::Sync;
     };
+    // A tool that asks its client questions needs the client there: it answers inline.
+    if name.and_then(|n| tools.get(n)).is_some_and(|t| t.asks) {
+        return Route::Sync;
+    }
     match (kind, declared) {
         (Kind::Command, true) => Route::Task,
         (Kind::Command, false) if task_required => Route::Refused(missing_capability()),

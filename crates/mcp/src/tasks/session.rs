@@ -85,7 +85,7 @@ pub(crate) fn route(prepared: &call::Prepared<'_>, session: &Session) -> Route {
     let tool = prepared.tool.tool();
     // Queries answer inline (taskSupport "forbidden"); commands, other MCP servers' too, may
     // run as tasks.
-    let inline_only = tool.kind == oncerpc_core::Kind::Query;
+    let inline_only = tool.kind == oncerpc_core::Kind::Query || tool.asks;
     match (requested, inline_only) {
         (true, true) => Route::Refused(RpcError::with_message(
             ErrorCode::MethodNotFound,
