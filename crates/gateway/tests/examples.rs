@@ -142,8 +142,8 @@ fn run_shell(block: &str, addr: &str) -> String {
 
 /// README "A five-minute tour", as a reader runs it in order against the embedded default: the
 /// keyed curl calls, then the MCP shell block (a session opened, its id read, a keyed tool
-/// call), whose answer must be exactly the one the README shows; and the guide's Python SDK
-/// block (docs/guide/mcp.md).
+/// call), whose answer must be exactly the one the README shows, then the client's
+/// `oncerpc call` block; and the guide's Python SDK block (docs/guide/mcp.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_mcp_examples_run_as_shown() {
     let dir = TempDir::new("example-readme-mcp");
@@ -159,6 +159,27 @@ async fn the_readme_mcp_examples_run_as_shown() {
     let said = run_shell(&mcp, &addr);
     assert_eq!(said.trim_end(), shown_output(&mcp), "as the README shows");
     assert!(said.contains(r#""io.oncerpc/idempotency-status":"new""#), "{said}");
+
+    // The client: `oncerpc call` (this gateway's URL given; stderr after stdout, as a
+    // terminal shows them), every shown line printed, `…` standing for the correlation id.
+    let client = doc_block("README.md", "sh", "oncerpc call counter.increment");
+    let bin = env!("CARGO_BIN_EXE_oncerpc");
+    let script = format!("oncerpc() {{ \"{bin}\" \"$1\" --url http://{addr} \"${{@:2}}\" 2>&1; }}\n{client}");
+    let said = run_shell(&script, &addr);
+    let printed: Vec<&str> = said.lines().collect();
+    let shown: Vec<&str> = client
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .map(|l| l.split("  <-").next().unwrap_or(l).trim_end())
+        .collect();
+    assert_eq!(printed.len(), shown.len(), "{said}");
+    for (p, s) in printed.iter().zip(&shown) {
+        let ok = match s.split_once('…') {
+            Some((start, end)) => p.starts_with(start) && p.ends_with(end),
+            None => p == s,
+        };
+        assert!(ok, "shown {s:?}, printed {p:?}");
+    }
 
     let Some(python) = common::mcp_clients::python_sdk() else { return };
     let script = doc_block("docs/guide/mcp.md", "python", "ClientSession").replace("127.0.0.1:8080", &addr);
