@@ -105,7 +105,11 @@ fn access_on(t: &Targets) -> bool {
 
 /// Whether `spec` is a level the file may set; the error says why not.
 pub fn check(spec: &str) -> Result<(), String> {
-    spec.parse::<Targets>().map(|_| ()).map_err(|e| {
+    parse(spec).map(|_| ())
+}
+
+fn parse(spec: &str) -> Result<Targets, String> {
+    spec.parse::<Targets>().map_err(|e| {
         format!(
             "log.level {spec:?} is not a list of levels and targets (\"info\", \"warn,oncerpc_core=debug\"): {e}; \
              filters with span fields go in RUST_LOG"
@@ -126,7 +130,7 @@ pub enum LevelSet {
 
 /// Make `spec` the process's log level (a reload's `[log] level`).
 pub fn set(spec: &str) -> Result<LevelSet, String> {
-    check(spec)?;
+    let targets = parse(spec)?;
     let Some(live) = LIVE.get() else { return Ok(LevelSet::Same) };
     let mut current = live.spec.lock().unwrap_or_else(|e| e.into_inner());
     if *current == spec {
@@ -135,7 +139,6 @@ pub fn set(spec: &str) -> Result<LevelSet, String> {
     if let Some(why) = live.pinned {
         return Ok(LevelSet::Pinned(why));
     }
-    let targets: Targets = spec.parse().map_err(|e| format!("{e}"))?;
     live.direct.store(access_on(&targets), Ordering::Relaxed);
     live.filter.0.store(Arc::new(targets));
     spec.clone_into(&mut current);

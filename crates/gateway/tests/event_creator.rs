@@ -68,32 +68,6 @@ async fn finished(http: &Http, id: &str, auth: (&str, &str)) -> Value {
     panic!("event {id} never finished");
 }
 
-/// Sign in to the console with `key`; the session cookie (`name=value`).
-async fn console_session(http: &Http, key: &str) -> String {
-    let form = http.get("/console/login", &[]).await;
-    assert_eq!(form.status, 200, "{}", form.body);
-    let pre = form.header("set-cookie").unwrap().split(';').next().unwrap().to_owned();
-    let csrf =
-        form.body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    let client = common::http_client_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let resp = client
-        .post(http.url("/console/login"))
-        .header("cookie", &pre)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("api_key={key}&csrf={csrf}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 303);
-    let session = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .find(|v| v.starts_with("oncerpc_console="));
-    session.expect("a session").split(';').next().unwrap().to_owned()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_names_who_submitted_it_and_never_the_token() {
     let dir = TempDir::new("event-creator");
@@ -169,7 +143,7 @@ async fn an_event_names_who_submitted_it_and_never_the_token() {
     assert!(line.contains("redriven_by=billing-job"), "{line}");
 
     // The console's event page names the creator; an event without one shows a dash.
-    let cookie = console_session(&http, PLAIN_KEY).await;
+    let cookie = common::console::session(&http, PLAIN_KEY).await;
     let page = http.get(&format!("/console/events/{token_event}"), &[("cookie", &cookie)]).await;
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains(r#"<dd id="created-by"><code>acme-service</code></dd>"#), "{}", page.body);

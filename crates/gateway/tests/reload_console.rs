@@ -44,32 +44,6 @@ fn client() -> reqwest::Client {
     common::http_client_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
-/// Sign in with the API key; the session cookie (`name=value`).
-async fn sign_in(c: &reqwest::Client, base: &str) -> String {
-    let form = c.get(format!("{base}/console/login")).send().await.unwrap();
-    assert_eq!(form.status(), 200);
-    let pre = form.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
-    let body = form.text().await.unwrap();
-    let csrf = body.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    let resp = c
-        .post(format!("{base}/console/login"))
-        .header("cookie", pre)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(format!("api_key={KEY}&csrf={csrf}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 303);
-    let cookie = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .find(|v| v.starts_with("oncerpc_console="))
-        .expect("the session cookie");
-    cookie.split(';').next().unwrap().to_owned()
-}
-
 /// `GET path` with the session cookie: status and body.
 async fn page(c: &reqwest::Client, base: &str, path: &str, cookie: &str) -> (u16, String) {
     let resp = c.get(format!("{base}{path}")).header("cookie", cookie).send().await.unwrap();
@@ -82,7 +56,7 @@ async fn the_console_reloads_keeps_its_sessions_and_shows_the_last_reload() {
     let mut gw = Reloadable::start("reload-console", &config(&up, ""), &[]);
     let base = gw.gw.url("");
     let c = client();
-    let cookie = sign_in(&c, &base).await;
+    let cookie = common::console::session(&gw.gw.http(), KEY).await;
 
     let body = json!({"sku": "A", "card": {"number": CARD}});
     let key = unique("console-order");

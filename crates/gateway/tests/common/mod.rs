@@ -2,6 +2,7 @@
 //! this process, and a real HTTP client.
 #![allow(dead_code)]
 
+pub mod console;
 pub mod faults;
 pub mod guide;
 pub mod mcp2026;
